@@ -1,0 +1,109 @@
+# ctxkeel - build, test and demo. `make test` and `make demo` install what they need.
+SHELL := /bin/bash
+CC ?= cc
+BUILD ?= build
+SHARED ?= ../shared
+CORPUS ?= $(SHARED)/corpus
+PYTHON ?= python3
+VENV ?= .venv
+
+DEFS := -D_POSIX_C_SOURCE=200112L -D_DEFAULT_SOURCE -DCK_STATIC
+WARN := -Wall -Wextra -Wshadow -Wpedantic -Werror
+CFLAGS_CORE := -std=c11 -fvisibility=hidden $(DEFS) $(WARN) -Icsrc/include
+PKG_CFLAGS = $(shell pkg-config --cflags libcjson libcurl)
+PKG_LIBS = $(shell pkg-config --libs libcjson libcurl)
+OPT ?= -O2 -g
+
+CORE_SRC := $(wildcard csrc/src/*.c)
+CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
+PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
+C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
+
+.PHONY: all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps
+
+all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
+
+# Debian -dev packages for cJSON and libcurl, installed only when pkg-config cannot find them.
+deps:
+	@pkg-config --exists libcjson libcurl 2>/dev/null || { \
+	  echo "installing libcjson-dev libcurl4-openssl-dev pkg-config"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    libcjson-dev libcurl4-openssl-dev pkg-config >/dev/null; }
+
+$(BUILD)/ck_all.o: $(CORE_SRC) $(CORE_HDR) | deps
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -c csrc/src/ck_all.c -o $@
+
+$(BUILD)/libctxkeel.a: $(BUILD)/ck_all.o
+	ar rcs $@ $^
+
+$(BUILD)/ctxkeel: csrc/cli/ctxkeel.c $(BUILD)/libctxkeel.a
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -o $@
+
+# Each C test is its own program, run in its own process with a time limit.
+$(BUILD)/tests/%: tests/c/%.c tests/c/harness.h $(BUILD)/libctxkeel.a
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -o $@
+
+c-test: compile-check $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(BUILD)/ctxkeel
+	@test -n "$(C_TESTS)" || { echo "no C tests found"; exit 1; }
+	@fail=0; for t in $(C_TESTS); do \
+	  CK_CORPUS=$(CORPUS) CK_CLI=$(BUILD)/ctxkeel timeout 120 $(BUILD)/tests/$$t || fail=1; \
+	done; exit $$fail
+
+# The core built file by file (catches clashing static names hidden by the amalgamation's
+# order), and the header compiled as C++ and as strict C99.
+compile-check: | deps
+	@mkdir -p $(BUILD)/check
+	@for f in $(PARTS); do \
+	  $(CC) $(CFLAGS_CORE) $(PKG_CFLAGS) -c $$f -o $(BUILD)/check/$$(basename $$f .c).o || exit 1; \
+	done
+	$(CC) -std=c99 -pedantic-errors -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_c99.c -o $(BUILD)/check/header_c99.o
+	c++ -std=c++11 -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_cpp.cpp -o $(BUILD)/check/header_cpp.o
+
+$(VENV)/bin/pytest:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest
+
+venv: $(VENV)/bin/pytest
+
+py-test: venv | deps
+	$(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
+	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider .
+
+node_modules/.package-lock.json: package.json
+	npm install --no-audit --no-fund
+	@touch $@
+
+node-deps: node_modules/.package-lock.json | deps
+
+node-test: node-deps
+	npm run --silent install
+	@node --test tests/node/ 2>&1 | tee $(BUILD)/node-test.log; \
+	  st=$${PIPESTATUS[0]}; \
+	  grep -Eq '^# tests [1-9]' $(BUILD)/node-test.log || { echo "node: no tests ran"; exit 1; }; \
+	  exit $$st
+
+test: deps c-test py-test node-test
+
+demo: $(BUILD)/ctxkeel
+	@test -d $(CORPUS) || { echo "no corpus at $(CORPUS)"; exit 1; }
+	@for f in $(CORPUS)/*.json; do \
+	  $(BUILD)/ctxkeel check $$f && $(BUILD)/ctxkeel tokens $$f || exit 1; \
+	done
+
+# ASan + UBSan over the C tests.
+asan: | deps
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" c-test
+
+# valgrind over the C tests.
+leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
+	@fail=0; for t in $(C_TESTS); do \
+	  CK_CORPUS=$(CORPUS) CK_CLI=$(BUILD)/ctxkeel valgrind -q --error-exitcode=99 --leak-check=full \
+	    --errors-for-leak-kinds=definite,indirect $(BUILD)/tests/$$t || fail=1; \
+	done; exit $$fail
+
+clean:
+	rm -rf build build-asan python/ctxkeel/*.so *.egg-info python/*.egg-info

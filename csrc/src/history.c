@@ -1,0 +1,169 @@
+/* ck_history: the host's message list as borrowed parts, plus storage the host may borrow. */
+#include <string.h>
+
+#include "./alloc.h"
+#include "./internal.h"
+
+/* Host strings copied into the history live in a chain of blocks that is freed at once. */
+struct ck__arena_block {
+    struct ck__arena_block *next;
+    size_t size, used;
+    _Alignas(max_align_t) unsigned char data[];
+};
+
+#define ARENA_BLOCK_MIN (64 * 1024)
+#define MAX_MESSAGES ((size_t)1 << 31)
+
+ck_history *ck_history_new(uint32_t flags) {
+    ck_history *self = ck__calloc(1, sizeof *self);
+    if (!self) return NULL;
+    self->flags = flags;
+    return self;
+}
+
+static void arena_free(struct ck__arena_block *block) {
+    while (block) {
+        struct ck__arena_block *next = block->next;
+        ck__free(block);
+        block = next;
+    }
+}
+
+void ck_history_free(ck_history *self) {
+    if (!self) return;
+    arena_free(self->arena);
+    ck__json_doc_free(self->json);
+    ck__free(self->msgs);
+    ck__free(self->parts);
+    ck__free(self);
+}
+
+void ck_history_clear(ck_history *self) {
+    if (!self) return;
+    self->n_msgs = 0;
+    self->n_parts = 0;
+    ck__json_doc_free(self->json);
+    self->json = NULL;
+    /* Keep the newest block (usually the largest) for the next fill; drop the others. */
+    if (self->arena) {
+        arena_free(self->arena->next);
+        self->arena->next = NULL;
+        self->arena->used = 0;
+    }
+}
+
+char *ck_history_alloc(ck_history *self, size_t size) {
+    size_t rounded = (size + 15) & ~(size_t)15;
+    if (rounded < size) return NULL;
+    struct ck__arena_block *block = self->arena;
+    if (!block || block->size - block->used < rounded) {
+        size_t want = rounded > ARENA_BLOCK_MIN ? rounded : ARENA_BLOCK_MIN;
+        if (want > SIZE_MAX - sizeof *block) return NULL;
+        block = ck__malloc(sizeof *block + want);
+        if (!block) return NULL;
+        block->size = want;
+        block->used = 0;
+        block->next = self->arena;
+        self->arena = block;
+    }
+    char *out = (char *)block->data + block->used;
+    block->used += rounded;
+    return out;
+}
+
+int ck_history_add_message(ck_history *self, ck_role role, uint32_t flags) {
+    if (!self || (unsigned)role > CK_ROLE_OTHER) return CK_EINVAL;
+    if (self->n_msgs >= MAX_MESSAGES) return CK_ETOOBIG;
+    if (ck__grow((void **)&self->msgs, &self->cap_msgs, self->n_msgs + 1, sizeof *self->msgs))
+        return CK_ENOMEM;
+    ck__msg *m = &self->msgs[self->n_msgs++];
+    m->role = role;
+    m->flags = flags;
+    m->first_part = self->n_parts;
+    m->n_parts = 0;
+    return CK_OK;
+}
+
+static int check_string(const ck_history *self, const char *s, size_t len, const char *field,
+                        ck_error *err) {
+    size_t index = self->n_msgs - 1;
+    if (!s && len) return ck__fail(err, CK_EINVAL, "NULL string with a length", index, "%s", field);
+    if (self->flags & CK_HISTORY_TRUSTED_UTF8) return CK_OK;
+    size_t ok = ck__utf8_valid_prefix(s, len);
+    if (ok == len) return CK_OK;
+    ck__fail(err, CK_EUTF8, "text is not valid UTF-8", index, "messages[%zu].%s", index, field);
+    if (err) err->offset = ok;
+    return CK_EUTF8;
+}
+
+int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
+    if (!self || !part) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    if (!self->n_msgs) return ck__fail(err, CK_ESTATE, "a part needs a message", CK_NONE, NULL);
+    if ((unsigned)part->kind > CK_PART_OTHER)
+        return ck__fail(err, CK_EINVAL, "unknown part kind", self->n_msgs - 1, NULL);
+    int rc;
+    if ((rc = check_string(self, part->text, part->text_len, "text", err)) ||
+        (rc = check_string(self, part->id, part->id_len, "id", err)) ||
+        (rc = check_string(self, part->name, part->name_len, "name", err)))
+        return rc;
+    if (ck__grow((void **)&self->parts, &self->cap_parts, self->n_parts + 1, sizeof *self->parts))
+        return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    ck_part *p = &self->parts[self->n_parts++];
+    *p = *part;
+    /* Empty strings are normalised to a non-NULL pointer so readers never test for NULL. */
+    if (!p->text) p->text = "";
+    if (!p->id) p->id = "";
+    if (!p->name) p->name = "";
+    self->msgs[self->n_msgs - 1].n_parts++;
+    return CK_OK;
+}
+
+size_t ck_history_count(const ck_history *self) { return self ? self->n_msgs : 0; }
+
+int ck_history_get(const ck_history *self, size_t i, ck_role *role, uint32_t *flags,
+                   const ck_part **parts, size_t *n_parts) {
+    if (!self || i >= self->n_msgs) return CK_EINVAL;
+    const ck__msg *m = &self->msgs[i];
+    if (role) *role = m->role;
+    if (flags) *flags = m->flags;
+    if (parts) *parts = self->parts + m->first_part;
+    if (n_parts) *n_parts = m->n_parts;
+    return CK_OK;
+}
+
+static const char *format_name(ck_format f) {
+    return f == CK_FORMAT_ANTHROPIC ? "anthropic" : "openai";
+}
+
+int ck_history_format(const ck_history *self, ck_format requested, ck_format *out,
+                      ck_error *err) {
+    if (!self || !out || (unsigned)requested > CK_FORMAT_ANTHROPIC)
+        return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    ck_format seen = CK_FORMAT_AUTO;
+    size_t seen_at = 0;
+    for (size_t i = 0; i < self->n_msgs; i++) {
+        const ck_part *parts = ck__msg_parts(self, i);
+        for (size_t k = 0; k < self->msgs[i].n_parts; k++) {
+            ck_format f = (parts[k].flags & CK_PART_ANTHROPIC)
+                              ? CK_FORMAT_ANTHROPIC
+                              : ((parts[k].flags & CK_PART_OPENAI) ? CK_FORMAT_OPENAI
+                                                                   : CK_FORMAT_AUTO);
+            if (f == CK_FORMAT_AUTO) continue;
+            if (requested != CK_FORMAT_AUTO && f != requested)
+                return ck__fail(err, CK_EFORMAT, "message shape does not match the format", i,
+                                "messages[%zu]: %s shape in %s format", i, format_name(f),
+                                format_name(requested));
+            if (seen != CK_FORMAT_AUTO && f != seen)
+                return ck__fail(err, CK_EFORMAT, "messages mix OpenAI and Anthropic shapes", i,
+                                "messages[%zu]: %s shape after %s shape at messages[%zu]", i,
+                                format_name(f), format_name(seen), seen_at);
+            if (seen == CK_FORMAT_AUTO) {
+                seen = f;
+                seen_at = i;
+            }
+        }
+    }
+    if (requested != CK_FORMAT_AUTO) *out = requested;
+    else *out = seen == CK_FORMAT_AUTO ? CK_FORMAT_OPENAI : seen;
+    return CK_OK;
+}

@@ -1,0 +1,63 @@
+/* Private: helpers shared by the core files (errors, UTF-8, the history's innards). */
+#ifndef CK_INTERNAL_H_
+#define CK_INTERNAL_H_
+
+#include "ctxkeel.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+
+/* Fills `err` (when not NULL) and returns `code`, so a failure reads `return ck__fail(...)`.
+ * `where` is a printf format for the location, or NULL for none. */
+int ck__fail(ck_error *err, int code, const char *msg, size_t index, const char *where, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* Clears `err` to "no error" (code CK_OK, index CK_NONE). NULL is a no-op. */
+void ck__error_clear(ck_error *err);
+
+/* Length of the longest valid UTF-8 prefix of `s`; equal to `len` when all of it is valid.
+ * Overlong forms, surrogates and code points past U+10FFFF are invalid. */
+size_t ck__utf8_valid_prefix(const char *s, size_t len);
+
+/* One message's record inside a history. */
+typedef struct ck__msg {
+    ck_role role;
+    uint32_t flags;
+    size_t first_part;
+    size_t n_parts;
+} ck__msg;
+
+/* A history's parsed JSON, when ck_json_read() made it (see json.c). */
+typedef struct ck__json_doc ck__json_doc;
+
+struct ck_history {
+    uint32_t flags;
+    ck__msg *msgs;
+    size_t n_msgs, cap_msgs;
+    ck_part *parts;
+    size_t n_parts, cap_parts;
+    struct ck__arena_block *arena;
+    ck__json_doc *json;
+};
+
+/* The parts of message `i` (no bounds check: callers loop below ck_history_count()). */
+static inline const ck_part *ck__msg_parts(const ck_history *h, size_t i) {
+    return h->parts + h->msgs[i].first_part;
+}
+
+void ck__json_doc_free(ck__json_doc *doc);
+
+/* A view under construction. Output parts are appended to the current output message. */
+ck_view *ck__view_new(void);
+int ck__view_keep(ck_view *v, const ck_history *h, size_t src);
+int ck__view_begin(ck_view *v, ck_op op, size_t src, ck_role role, uint32_t flags);
+int ck__view_add_src_part(ck_view *v, const ck_history *h, size_t msg, size_t part);
+int ck__view_add_new_part(ck_view *v, const ck_part *part);
+/* Ends the current message: an EDIT whose parts equal its source's, in order and unreplaced,
+ * becomes a KEEP. */
+void ck__view_end(ck_view *v, const ck_history *h);
+
+#endif

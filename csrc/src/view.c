@@ -1,0 +1,110 @@
+/* ck_view: a plan for an output message list, applied by the host to its own objects. */
+#include <string.h>
+
+#include "./alloc.h"
+#include "./internal.h"
+
+typedef struct out_rec {
+    ck_op op;
+    size_t src;
+    ck_role role;
+    uint32_t flags;
+    size_t first_part;
+    size_t n_parts;
+} out_rec;
+
+struct ck_view {
+    out_rec *msgs;
+    size_t n_msgs, cap_msgs;
+    ck_out_part *parts;
+    size_t n_parts, cap_parts;
+    int open; /* a message was begun and not yet ended */
+};
+
+ck_view *ck__view_new(void) { return ck__calloc(1, sizeof(ck_view)); }
+
+void ck_view_free(ck_view *self) {
+    if (!self) return;
+    ck__free(self->msgs);
+    ck__free(self->parts);
+    ck__free(self);
+}
+
+size_t ck_view_count(const ck_view *self) { return self ? self->n_msgs : 0; }
+
+int ck_view_get(const ck_view *self, size_t i, ck_out_msg *out) {
+    if (!self || !out || i >= self->n_msgs) return CK_EINVAL;
+    const out_rec *m = &self->msgs[i];
+    out->op = m->op;
+    out->src = m->src;
+    out->role = m->role;
+    out->flags = m->flags;
+    out->parts = m->op == CK_OP_KEEP ? NULL : self->parts + m->first_part;
+    out->n_parts = m->op == CK_OP_KEEP ? 0 : m->n_parts;
+    return CK_OK;
+}
+
+int ck_view_is_identity(const ck_view *self) {
+    if (!self) return 0;
+    for (size_t i = 0; i < self->n_msgs; i++)
+        if (self->msgs[i].op != CK_OP_KEEP || self->msgs[i].src != i) return 0;
+    return 1;
+}
+
+int ck__view_begin(ck_view *v, ck_op op, size_t src, ck_role role, uint32_t flags) {
+    if (ck__grow((void **)&v->msgs, &v->cap_msgs, v->n_msgs + 1, sizeof *v->msgs))
+        return CK_ENOMEM;
+    out_rec *m = &v->msgs[v->n_msgs++];
+    m->op = op;
+    m->src = src;
+    m->role = role;
+    m->flags = flags;
+    m->first_part = v->n_parts;
+    m->n_parts = 0;
+    v->open = op != CK_OP_KEEP;
+    return CK_OK;
+}
+
+int ck__view_keep(ck_view *v, const ck_history *h, size_t src) {
+    return ck__view_begin(v, CK_OP_KEEP, src, h->msgs[src].role, h->msgs[src].flags);
+}
+
+static int push_part(ck_view *v, const ck_out_part *p) {
+    if (ck__grow((void **)&v->parts, &v->cap_parts, v->n_parts + 1, sizeof *v->parts))
+        return CK_ENOMEM;
+    v->parts[v->n_parts++] = *p;
+    v->msgs[v->n_msgs - 1].n_parts++;
+    return CK_OK;
+}
+
+int ck__view_add_src_part(ck_view *v, const ck_history *h, size_t msg, size_t part) {
+    ck_out_part p;
+    p.src_msg = msg;
+    p.src_part = part;
+    p.replaced = 0;
+    p.part = ck__msg_parts(h, msg)[part];
+    return push_part(v, &p);
+}
+
+int ck__view_add_new_part(ck_view *v, const ck_part *part) {
+    ck_out_part p;
+    p.src_msg = CK_NONE;
+    p.src_part = CK_NONE;
+    p.replaced = 0;
+    p.part = *part;
+    return push_part(v, &p);
+}
+
+void ck__view_end(ck_view *v, const ck_history *h) {
+    if (!v->open || !v->n_msgs) return;
+    v->open = 0;
+    out_rec *m = &v->msgs[v->n_msgs - 1];
+    if (m->op != CK_OP_EDIT || m->n_parts != h->msgs[m->src].n_parts) return;
+    const ck_out_part *p = v->parts + m->first_part;
+    for (size_t k = 0; k < m->n_parts; k++)
+        if (p[k].src_msg != m->src || p[k].src_part != k || p[k].replaced) return;
+    /* Identical to the source: hand back the source object itself. */
+    v->n_parts -= m->n_parts;
+    m->op = CK_OP_KEEP;
+    m->n_parts = 0;
+}
