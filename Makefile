@@ -1,7 +1,7 @@
 # ctxkeel - build, test and demo. `make test` and `make demo` install what they need.
 SHELL := /bin/bash
 CC ?= cc
-BUILD ?= build
+BUILD ?= build-c
 SHARED ?= ../shared
 CORPUS ?= $(SHARED)/corpus
 PYTHON ?= python3
@@ -40,12 +40,12 @@ $(BUILD)/libctxkeel.a: $(BUILD)/ck_all.o
 	ar rcs $@ $^
 
 $(BUILD)/ctxkeel: csrc/cli/ctxkeel.c $(BUILD)/libctxkeel.a
-	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -o $@
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $@
 
 # Each C test is its own program, run in its own process with a time limit.
 $(BUILD)/tests/%: tests/c/%.c tests/c/harness.h $(BUILD)/libctxkeel.a
 	@mkdir -p $(BUILD)/tests
-	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -o $@
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $@
 
 c-test: compile-check $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(BUILD)/ctxkeel
 	@test -n "$(C_TESTS)" || { echo "no C tests found"; exit 1; }
@@ -88,10 +88,18 @@ node-test: node-deps
 
 test: deps c-test py-test node-test
 
+# The main job: an agent loop replayed over a real transcript, compacted with the built-in
+# extractive summarizer, through every tier; then a check of every corpus transcript.
+DEMO_FILE ?= $(CORPUS)/openhands-ponyc-4588.json
+DEMO_WINDOW ?= 9000
 demo: $(BUILD)/ctxkeel
-	@test -d $(CORPUS) || { echo "no corpus at $(CORPUS)"; exit 1; }
+	@test -f $(DEMO_FILE) || { echo "no transcript at $(DEMO_FILE) (../shared/corpus)"; exit 1; }
+	@rm -rf $(BUILD)/demo-store
+	$(BUILD)/ctxkeel replay $(DEMO_FILE) --window $(DEMO_WINDOW) --store $(BUILD)/demo-store \
+	  --svg $(BUILD)/demo.svg
+	@echo "audit log: $$(ls $(BUILD)/demo-store/compactions/*.jsonl)"
 	@for f in $(CORPUS)/*.json; do \
-	  $(BUILD)/ctxkeel check $$f && $(BUILD)/ctxkeel tokens $$f || exit 1; \
+	  $(BUILD)/ctxkeel check $$f >/dev/null && $(BUILD)/ctxkeel tokens $$f || exit 1; \
 	done
 
 # ASan + UBSan over the C tests.
@@ -106,4 +114,4 @@ leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
 	done; exit $$fail
 
 clean:
-	rm -rf build build-asan python/ctxkeel/*.so *.egg-info python/*.egg-info
+	rm -rf build build-c build-asan python/ctxkeel/*.so *.egg-info python/*.egg-info

@@ -229,6 +229,67 @@ typedef enum ck_estimator {
     CK_EST_CHARS4 = 1,  /* UTF-8 bytes / 4, rounded up, for compatibility */
 } ck_estimator;
 
+
+/* Compaction tiers, in order of severity (DESIGN section 2). */
+typedef enum ck_tier {
+    CK_TIER_NONE = 0,      /* below warn: the view is returned as it is */
+    CK_TIER_WARN = 1,      /* offload large tool outputs outside the tail */
+    CK_TIER_SOFT = 2,      /* offload, then summarize the oldest half of the compactable span */
+    CK_TIER_FULL = 3,      /* offload, then summarize the whole compactable span */
+    CK_TIER_EMERGENCY = 4, /* no model: fold the span into the checkpoint extractively */
+} ck_tier;
+
+/* ck_compactor_options.flags */
+#define CK_OPT_NO_PIN_FIRST_USER (1u << 0) /* do not pin the first user message (the task) */
+
+/*
+ * Options of a compactor. A zero-initialized struct means "the defaults" for every field but
+ * context_window, which is required. Strings are NUL-terminated and copied.
+ */
+typedef struct ck_compactor_options {
+    uint64_t context_window;         /* the model's window, in tokens (required, > 0) */
+    double warn, soft, full, emergency; /* tier thresholds as fractions of the window; 0 means
+                                           0.60, 0.70, 0.80, 0.95; they must increase */
+    uint32_t keep_tail;              /* messages kept verbatim at the end; 0 means 6 */
+    uint64_t offload_threshold;      /* compaction gate, bytes; 0 means 4000 */
+    uint64_t tool_offload_threshold; /* ck_compactor_offload() gate, bytes; 0 means 10000 */
+    uint64_t summary_max_tokens;     /* checkpoint bound; 0 means window / 20 within
+                                        [256, 8192] */
+    ck_estimator estimator;
+    ck_format format;
+    uint32_t flags;         /* CK_OPT_* */
+    const char *session_id; /* NULL: a new random id (then nothing is resumed) */
+    const char *store_dir;  /* NULL: ".ctxkeel" */
+} ck_compactor_options;
+
+/* A compactor: one agent session's compaction state. Opaque. */
+typedef struct ck_compactor ck_compactor;
+
+/* One compaction in progress, from ck_compactor_begin() to ck_compaction_free(). Opaque. */
+typedef struct ck_compaction ck_compaction;
+
+/*
+ * What the summarizer is asked. The host hands it to its model (or to its own function) and
+ * gives the reply back with ck_compaction_set_summary(). Strings are borrowed from the
+ * compaction; valid until it is freed.
+ */
+typedef struct ck_summary_request {
+    const char *system; /* the system prompt */
+    size_t system_len;
+    const char *prompt; /* the user prompt: instructions, previous checkpoint, the messages */
+    size_t prompt_len;
+    uint64_t max_tokens; /* the reply's budget */
+    ck_tier tier;
+    size_t span_start, span_end; /* the history messages being summarized: [start, end) */
+    const char *previous;        /* the previous checkpoint's text, NULL when there is none */
+    size_t previous_len;
+} ck_summary_request;
+
+/* A summarizer as a C function: answers `req` by calling ck_compaction_set_summary(c, ...)
+ * (or ck_compaction_set_failure()) and returns CK_OK, or an error code, which makes the
+ * compaction fall back to the extractive summarizer. */
+typedef int (*ck_summarize_fn)(void *ctx, const ck_summary_request *req, ck_compaction *c);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Lifecycle                                                                        */
 /* ------------------------------------------------------------------------------------------ */
@@ -433,6 +494,146 @@ CK_API ck_history *ck_json_read(const char *json, size_t len, ck_error *err);
  */
 CK_API char *ck_json_write(const ck_history *history, const ck_view *view, ck_format format,
                            int pretty, ck_error *err);
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Section - Compactor                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Creates a compactor. With a session_id whose audit log exists under store_dir, the state of
+ * the last compaction (checkpoint, covered messages, offloaded outputs) is resumed from it.
+ * Errors: CK_EINVAL (err->where names the option: "context_window", "warn"...), CK_ENOMEM.
+ * Returns NULL on error. Caller owns the result; release it with ck_compactor_free().
+ */
+CK_API ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err);
+
+/* Releases a compactor. NULL is a no-op. Compactions begun on it must be freed first. */
+CK_API void ck_compactor_free(ck_compactor *self);
+
+/* Forgets the session state (checkpoint, coverage, offloads); the audit log stays. */
+CK_API void ck_compactor_reset(ck_compactor *self);
+
+/* The session id. Borrowed from `self`; valid until it is freed; do not free or modify. */
+CK_API const char *ck_compactor_session_id(const ck_compactor *self);
+
+/* The options in force, defaults filled in. */
+CK_API void ck_compactor_get_options(const ck_compactor *self, ck_compactor_options *out);
+
+/*
+ * Starts a compaction of `history` (which must stay alive and unchanged until the compaction
+ * is freed). `tool_tokens` is the token cost of the tool schemas sent with the request. Picks
+ * the tier, offloads large tool outputs (writing the evidence store), and, for soft and full,
+ * prepares the summary request (see ck_compaction_needs_summary()). Errors: CK_EFORMAT and the
+ * other input errors of ck_history_format(), CK_ENOMEM. Caller owns *out; release it with
+ * ck_compaction_free().
+ */
+CK_API int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
+                              ck_compaction **out, ck_error *err);
+
+/* True (1) when the compaction wants a summary from a model before it can finish. */
+CK_API int ck_compaction_needs_summary(const ck_compaction *c);
+
+/* The summary request; CK_ESTATE when none is needed. Borrowed from `c` (see the struct). */
+CK_API int ck_compaction_request(const ck_compaction *c, ck_summary_request *out);
+
+/* Gives the model's reply (copied). An empty or unusable reply makes finish fall back to the
+ * extractive summarizer and say so in the record. Returns CK_OK or CK_ENOMEM. */
+CK_API int ck_compaction_set_summary(ck_compaction *c, const char *text, size_t len);
+
+/* Says that the summarizer failed, and why (copied into the record's "fallback" reason). */
+CK_API int ck_compaction_set_failure(ck_compaction *c, const char *reason, size_t len);
+
+/*
+ * Finishes: builds the checkpoint (from the reply, or extractively), the view and the audit
+ * record, appends the record to the log, and updates the session state. A compaction that
+ * needs no summary can be finished right after begin. Errors: CK_ENOMEM, CK_ESTATE (finished
+ * already). An audit log that cannot be written does not fail the compaction: the record's
+ * "error" says so.
+ */
+CK_API int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err);
+
+/*
+ * begin + summarize + finish in one call. `summarize` may be NULL: the extractive summarizer.
+ * Caller owns *out; release it with ck_compaction_free().
+ */
+CK_API int ck_compactor_compact(ck_compactor *self, const ck_history *history,
+                                uint64_t tool_tokens, ck_summarize_fn summarize, void *ctx,
+                                ck_compaction **out, ck_error *err);
+
+/* The tier chosen for the compaction. */
+CK_API ck_tier ck_compaction_tier(const ck_compaction *c);
+
+/* The resulting view over the history given to begin (after finish; NULL before). Borrowed
+ * from `c`; valid until it is freed. */
+CK_API const ck_view *ck_compaction_view(const ck_compaction *c);
+
+/* The audit record as one line of JSON, or NULL when the compaction changed nothing (and wrote
+ * no record). Borrowed from `c`; valid until it is freed; do not free or modify. */
+CK_API const char *ck_compaction_record(const ck_compaction *c, size_t *len);
+
+/* Estimated tokens of the view before and after (both count the tool schemas). */
+CK_API uint64_t ck_compaction_tokens_before(const ck_compaction *c);
+CK_API uint64_t ck_compaction_tokens_after(const ck_compaction *c);
+
+/* Releases a compaction and its view. NULL is a no-op. */
+CK_API void ck_compaction_free(ck_compaction *c);
+
+/*
+ * The tool-time gate (DESIGN section 4): stores each tool result of message `i` of `history`
+ * that is longer than tool_offload_threshold bytes, and returns a one-message view in which
+ * they are replaced by placeholders (a 20-line preview, capped in bytes too). The view is KEEP
+ * when nothing was offloaded: short outputs, placeholders already, or a store that could not be
+ * written (fail-open; `err` is then filled with CK_EIO although CK_OK is returned).
+ * Caller owns *out; release it with ck_view_free(). The view owns its placeholder texts and
+ * borrows the rest from `history`. Errors: CK_EINVAL (i out of range), CK_ENOMEM.
+ */
+CK_API int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i,
+                                ck_view **out, ck_error *err);
+
+/*
+ * Reads lines [offset, offset + limit) of an offloaded output (or a stored user message):
+ * `ref` is its tool-call id, or the path a placeholder states. The text is exactly the stored
+ * bytes; "" past the end. Errors: CK_EINVAL (no such evidence; err->where = the ref),
+ * CK_EIO, CK_ENOMEM. Caller owns *out; release it with ck_free().
+ */
+CK_API int ck_compactor_read_evidence(const ck_compactor *self, const char *ref, size_t ref_len,
+                                      size_t offset, size_t limit, char **out, size_t *out_len,
+                                      ck_error *err);
+
+/*
+ * Finds lines matching `pattern` (NUL-terminated POSIX extended regular expression) in one
+ * piece of evidence (`ref`) or, with ref NULL, in all of the session's. The result is a JSON
+ * array of {"ref", "line" (1-based), "text"}, at most `max_hits` entries (0: 1000).
+ * Errors: CK_EINVAL (bad pattern: err->where = "pattern"; unknown ref), CK_EIO, CK_ENOMEM.
+ * Caller owns *out; release it with ck_free().
+ */
+CK_API int ck_compactor_search_evidence(const ck_compactor *self, const char *ref, size_t ref_len,
+                                        const char *pattern, size_t max_hits, char **out,
+                                        size_t *out_len, ck_error *err);
+
+/*
+ * The definition of the read_evidence tool for a tool list, as JSON text: OpenAI's function
+ * shape or Anthropic's tool shape. Static string; never free.
+ */
+CK_API const char *ck_read_evidence_tool(ck_format format);
+
+/*
+ * Tells the compactor how many prompt tokens the provider counted for the last view it
+ * returned. The ratio to ctxkeel's own estimate becomes a correction factor (the median of
+ * the last five readings, each clamped to [0.5, 2]) applied to every later tier decision and
+ * saved in the session state. Readings of 0 are ignored.
+ */
+CK_API void ck_compactor_observe_usage(ck_compactor *self, uint64_t prompt_tokens);
+
+/* The current correction factor (1.0 until usage was observed). */
+CK_API double ck_compactor_usage_factor(const ck_compactor *self);
+
+/* "none", "warn", "soft", "full", "emergency". Static string; never free. */
+CK_API const char *ck_tier_name(ck_tier tier);
+
+/* The marker that starts every checkpoint message. Static string; never free. */
+CK_API const char *ck_checkpoint_marker(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Errors                                                                           */

@@ -1,7 +1,6 @@
 /* The allocator hook and small memory helpers shared by the core. */
 #include "ctxkeel.h"
 
-#include <cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,23 +12,14 @@ void *(*ck__calloc_fn)(size_t, size_t) = calloc;
 void *(*ck__realloc_fn)(void *, size_t) = realloc;
 void (*ck__free_fn)(void *) = free;
 
-/* cJSON gets the same allocator so that a counting or failing allocator sees every byte. The
- * indirection is needed because cJSON stores plain function pointers at hook time. */
-static void *json_malloc(size_t size) { return ck__malloc_fn(size); }
-static void json_free(void *ptr) { ck__free_fn(ptr); }
-
-static void install_json_hooks(void) {
-    cJSON_Hooks hooks = {json_malloc, json_free};
-    cJSON_InitHooks(&hooks);
-}
-
 void ck_set_allocator(void *(*new_malloc)(size_t), void *(*new_calloc)(size_t, size_t),
                       void *(*new_realloc)(void *, size_t), void (*new_free)(void *)) {
     ck__malloc_fn = new_malloc ? new_malloc : malloc;
     ck__calloc_fn = new_calloc ? new_calloc : calloc;
     ck__realloc_fn = new_realloc ? new_realloc : realloc;
     ck__free_fn = new_free ? new_free : free;
-    install_json_hooks();
+    /* cJSON's allocator is process-wide and may serve other code in the process, so it is left
+     * alone: the core frees what cJSON allocates with cJSON's own functions. */
 }
 
 void ck_free(void *ptr) {

@@ -63,7 +63,7 @@ char *ck__buf_take(ck__buf *b, size_t *len) {
         ck__buf_dispose(b);
         return NULL;
     }
-    if (!b->data) reserve(b, 0);
+    if (!b->data && reserve(b, 0) == 0) b->data[0] = '\0';
     if (b->failed) {
         ck__buf_dispose(b);
         return NULL;

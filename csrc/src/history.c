@@ -131,16 +131,11 @@ int ck_history_get(const ck_history *self, size_t i, ck_role *role, uint32_t *fl
     return CK_OK;
 }
 
-static const char *format_name(ck_format f) {
-    return f == CK_FORMAT_ANTHROPIC ? "anthropic" : "openai";
-}
-
 int ck_history_format(const ck_history *self, ck_format requested, ck_format *out,
                       ck_error *err) {
     if (!self || !out || (unsigned)requested > CK_FORMAT_ANTHROPIC)
         return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
     ck_format seen = CK_FORMAT_AUTO;
-    size_t seen_at = 0;
     for (size_t i = 0; i < self->n_msgs; i++) {
         const ck_part *parts = ck__msg_parts(self, i);
         for (size_t k = 0; k < self->msgs[i].n_parts; k++) {
@@ -150,17 +145,15 @@ int ck_history_format(const ck_history *self, ck_format requested, ck_format *ou
                                                                    : CK_FORMAT_AUTO);
             if (f == CK_FORMAT_AUTO) continue;
             if (requested != CK_FORMAT_AUTO && f != requested)
-                return ck__fail(err, CK_EFORMAT, "message shape does not match the format", i,
-                                "messages[%zu]: %s shape in %s format", i, format_name(f),
-                                format_name(requested));
+                return ck__fail(err, CK_EFORMAT,
+                                f == CK_FORMAT_ANTHROPIC
+                                    ? "an Anthropic-shaped message in the openai format"
+                                    : "an OpenAI-shaped message in the anthropic format",
+                                i, "messages[%zu]", i);
             if (seen != CK_FORMAT_AUTO && f != seen)
                 return ck__fail(err, CK_EFORMAT, "messages mix OpenAI and Anthropic shapes", i,
-                                "messages[%zu]: %s shape after %s shape at messages[%zu]", i,
-                                format_name(f), format_name(seen), seen_at);
-            if (seen == CK_FORMAT_AUTO) {
-                seen = f;
-                seen_at = i;
-            }
+                                "messages[%zu]", i);
+            seen = f;
         }
     }
     if (requested != CK_FORMAT_AUTO) *out = requested;

@@ -50,14 +50,34 @@ static inline const ck_part *ck__msg_parts(const ck_history *h, size_t i) {
 
 void ck__json_doc_free(ck__json_doc *doc);
 
+/* Tokens of one message made of `n` parts standing `stride` bytes apart (ck_part arrays, or
+ * the `part` members of ck_out_part arrays), per-message overhead included. */
+uint64_t ck__estimate_parts(const ck_part *parts, size_t stride, size_t n, ck_estimator est);
+
 /* A view under construction. Output parts are appended to the current output message. */
 ck_view *ck__view_new(void);
 int ck__view_keep(ck_view *v, const ck_history *h, size_t src);
 int ck__view_begin(ck_view *v, ck_op op, size_t src, ck_role role, uint32_t flags);
 int ck__view_add_src_part(ck_view *v, const ck_history *h, size_t msg, size_t part);
 int ck__view_add_new_part(ck_view *v, const ck_part *part);
+/* Adds source part (msg, part) with its text replaced by `text` (borrowed). */
+int ck__view_add_replaced_part(ck_view *v, const ck_history *h, size_t msg, size_t part,
+                               const char *text, size_t len);
 /* Ends the current message: an EDIT whose parts equal its source's, in order and unreplaced,
  * becomes a KEEP. */
 void ck__view_end(ck_view *v, const ck_history *h);
+/* A copy of `text` owned by the view (freed with it), or NULL when out of memory. */
+const char *ck__view_own(ck_view *v, const char *text, size_t len);
+/* Appends a copy of out message `m` (from another view over the same history). */
+int ck__view_copy_msg(ck_view *v, const ck_out_msg *m);
+
+/* A new history whose message j is output message j of `v` over `src` (parts borrowed from
+ * `src` and `v`; valid while both are). Caller owns *out (ck_history_free). */
+int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out);
+
+/* Composes views: `outer` is over the history materialized from `inner` (see above), `inner`
+ * over `src`; the result says the same as outer, over `src`. Caller owns *out. */
+int ck__view_compose(const ck_view *outer, const ck_view *inner, const ck_history *src,
+                     ck_view **out);
 
 #endif

@@ -81,12 +81,14 @@ static int join_text(ck_history *h, const cJSON *content, const char **out, size
     char *buf = ck_history_alloc(h, total + 1);
     if (!buf) return ck__fail(err, CK_ENOMEM, NULL, i, NULL);
     size_t at = 0;
+    int first = 1;
     cJSON_ArrayForEach(item, content) {
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(item, "text");
         const char *s = cJSON_IsString(item) ? item->valuestring
                                              : (cJSON_IsString(text) ? text->valuestring : NULL);
         if (!s) continue;
-        if (at) buf[at++] = '\n';
+        if (!first) buf[at++] = '\n';
+        first = 0;
         size_t n = strlen(s);
         memcpy(buf + at, s, n);
         at += n;
@@ -187,8 +189,8 @@ static int read_block(ck_history *h, const cJSON *item, size_t i, size_t k, ck_p
 static int read_message(ck_history *h, const cJSON *msg, size_t i, ck_error *err) {
     if (!cJSON_IsObject(msg))
         return ck__fail(err, CK_ETYPE, "expected an object", i, "messages[%zu]", i);
-    const char *role_s;
-    size_t role_len;
+    const char *role_s = NULL;
+    size_t role_len = 0;
     char where[96];
     snprintf(where, sizeof where, "messages[%zu].role", i);
     int rc = need_string(msg, "role", &role_s, &role_len, i, where, err);
@@ -390,13 +392,17 @@ static cJSON *replaced_block(const ck__json_doc *doc, const ck_history *h, const
     cJSON *b = cJSON_CreateObject();
     int ok = b != NULL;
     const cJSON *child;
+    int placed = 0;
     cJSON_ArrayForEach(child, item) {
         if (!ok) break;
-        if (strcmp(child->string, key) == 0)
+        if (strcmp(child->string, key) == 0) {
             ok = add_string_n(b, key, op->part.text, op->part.text_len);
-        else
+            placed = 1;
+        } else {
             ok = put_ref(b, child->string, (cJSON *)child);
+        }
     }
+    if (ok && !placed) ok = add_string_n(b, key, op->part.text, op->part.text_len);
     if (!ok) {
         cJSON_Delete(b);
         return NULL;
@@ -554,7 +560,11 @@ char *ck_json_write(const ck_history *history, const ck_view *view, ck_format fo
     size_t n = ck_view_count(view);
     for (size_t i = 0; list && i < n; i++) {
         ck_out_msg m;
-        ck_view_get(view, i, &m);
+        if (ck_view_get(view, i, &m) != CK_OK) {
+            cJSON_Delete(list);
+            list = NULL;
+            break;
+        }
         if (m.op == CK_OP_KEEP) {
             if (cJSON_AddItemReferenceToArray(list, doc->nodes[m.src])) continue;
             cJSON_Delete(list);
@@ -589,9 +599,11 @@ char *ck_json_write(const ck_history *history, const ck_view *view, ck_format fo
             root = NULL;
         }
     }
-    char *text = root ? (pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
+    char *printed = root ? (pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
     cJSON_Delete(root);
+    /* cJSON has its own allocator; the caller releases our copy with ck_free(). */
+    char *text = printed ? ck__strndup(printed, strlen(printed)) : NULL;
+    cJSON_free(printed);
     if (!text) ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-    /* cJSON allocated through our hooks, so ck_free() may release it. */
     return text;
 }

@@ -268,7 +268,8 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
     return rc;
 }
 
-static const char DROPPED_TEXT[] = "(tool call removed: its id was empty or already used)";
+static const char DROPPED_TEXT[] =
+    "(tool call removed: it was misplaced, or its id was empty or already used)";
 
 /* Emits message `i` without the parts repair removes (and without results, which travel with
  * their calls). Returns with *emitted_any 0 when a message that only carried results is gone. */
@@ -282,10 +283,13 @@ static int emit_plain(const analysis *a, ck_view *v, size_t i) {
     }
     if (kept == msg->n_parts) return ck__view_keep(v, h, i);
     if (kept == 0) {
-        /* Only results or removed parts. A tool message or a user message that carried only
-         * results has nothing left to say; an assistant message keeps a note instead, since
-         * dropping it would change whose turn it is. */
-        if (msg->role != CK_ROLE_ASSISTANT) return CK_OK;
+        /* A message that carried only tool results (a tool message, or an Anthropic user
+         * message) has nothing left to say once they moved or went. Any other message keeps a
+         * note instead of its removed calls: dropping it would change whose turn it is. */
+        int only_results = 1;
+        for (size_t k = 0; k < msg->n_parts; k++)
+            if (ck__msg_parts(h, i)[k].kind != CK_PART_TOOL_RESULT) only_results = 0;
+        if (only_results) return CK_OK;
         int rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
         ck_part note;
         memset(&note, 0, sizeof note);

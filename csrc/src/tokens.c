@@ -12,12 +12,13 @@ uint64_t ck_estimate_text(const char *data, size_t len, ck_estimator est) {
 }
 
 /* Bytes that count toward a message, and the number of image parts (which cost a fixed
- * amount in every estimator instead of their bytes). */
-static uint64_t message_bytes(const ck_history *h, size_t i, uint64_t *images) {
-    const ck_part *parts = ck__msg_parts(h, i);
+ * amount in every estimator instead of their bytes). Parts stand `stride` bytes apart so that
+ * both ck_part arrays and ck_out_part arrays can be measured. */
+static uint64_t parts_bytes(const ck_part *parts, size_t stride, size_t n, uint64_t *images) {
     uint64_t bytes = 0;
-    for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
-        const ck_part *p = &parts[k];
+    const char *at = (const char *)parts;
+    for (size_t k = 0; k < n; k++, at += stride) {
+        const ck_part *p = (const ck_part *)(const void *)at;
         if (p->kind == CK_PART_IMAGE) {
             (*images)++;
             continue;
@@ -27,12 +28,21 @@ static uint64_t message_bytes(const ck_history *h, size_t i, uint64_t *images) {
     return bytes;
 }
 
-uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_estimator est) {
-    if (!history || i >= history->n_msgs) return 0;
+static uint64_t message_bytes(const ck_history *h, size_t i, uint64_t *images) {
+    return parts_bytes(ck__msg_parts(h, i), sizeof(ck_part), h->msgs[i].n_parts, images);
+}
+
+uint64_t ck__estimate_parts(const ck_part *parts, size_t stride, size_t n, ck_estimator est) {
     uint64_t images = 0;
-    uint64_t tokens = div4(message_bytes(history, i, &images)) + images * CK_IMAGE_TOKENS;
+    uint64_t tokens = div4(parts_bytes(parts, stride, n, &images)) + images * CK_IMAGE_TOKENS;
     if (est == CK_EST_DEFAULT) tokens += CK_MESSAGE_OVERHEAD;
     return tokens;
+}
+
+uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_estimator est) {
+    if (!history || i >= history->n_msgs) return 0;
+    return ck__estimate_parts(ck__msg_parts(history, i), sizeof(ck_part),
+                              history->msgs[i].n_parts, est);
 }
 
 uint64_t ck_estimate_history(const ck_history *history, ck_estimator est) {

@@ -19,12 +19,16 @@ struct ck_view {
     ck_out_part *parts;
     size_t n_parts, cap_parts;
     int open; /* a message was begun and not yet ended */
+    char **owned; /* texts the view owns (placeholders made for it) */
+    size_t n_owned, cap_owned;
 };
 
 ck_view *ck__view_new(void) { return ck__calloc(1, sizeof(ck_view)); }
 
 void ck_view_free(ck_view *self) {
     if (!self) return;
+    for (size_t i = 0; i < self->n_owned; i++) ck__free(self->owned[i]);
+    ck__free(self->owned);
     ck__free(self->msgs);
     ck__free(self->parts);
     ck__free(self);
@@ -49,6 +53,14 @@ int ck_view_is_identity(const ck_view *self) {
     for (size_t i = 0; i < self->n_msgs; i++)
         if (self->msgs[i].op != CK_OP_KEEP || self->msgs[i].src != i) return 0;
     return 1;
+}
+
+const char *ck__view_own(ck_view *v, const char *text, size_t len) {
+    if (ck__grow((void **)&v->owned, &v->cap_owned, v->n_owned + 1, sizeof *v->owned))
+        return NULL;
+    char *copy = ck__strndup(text, len);
+    if (copy) v->owned[v->n_owned++] = copy;
+    return copy;
 }
 
 int ck__view_begin(ck_view *v, ck_op op, size_t src, ck_role role, uint32_t flags) {
@@ -86,6 +98,18 @@ int ck__view_add_src_part(ck_view *v, const ck_history *h, size_t msg, size_t pa
     return push_part(v, &p);
 }
 
+int ck__view_add_replaced_part(ck_view *v, const ck_history *h, size_t msg, size_t part,
+                               const char *text, size_t len) {
+    ck_out_part p;
+    p.src_msg = msg;
+    p.src_part = part;
+    p.replaced = 1;
+    p.part = ck__msg_parts(h, msg)[part];
+    p.part.text = text;
+    p.part.text_len = len;
+    return push_part(v, &p);
+}
+
 int ck__view_add_new_part(ck_view *v, const ck_part *part) {
     ck_out_part p;
     p.src_msg = CK_NONE;
@@ -107,4 +131,85 @@ void ck__view_end(ck_view *v, const ck_history *h) {
     v->n_parts -= m->n_parts;
     m->op = CK_OP_KEEP;
     m->n_parts = 0;
+}
+
+int ck__view_copy_msg(ck_view *v, const ck_out_msg *m) {
+    int rc = ck__view_begin(v, m->op, m->src, m->role, m->flags);
+    for (size_t k = 0; k < m->n_parts && !rc; k++) rc = push_part(v, &m->parts[k]);
+    v->open = 0;
+    return rc;
+}
+
+int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out) {
+    *out = NULL;
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    if (!h) return CK_ENOMEM;
+    int rc = CK_OK;
+    for (size_t i = 0; i < v->n_msgs && !rc; i++) {
+        ck_out_msg m;
+        rc = ck_view_get(v, i, &m);
+        if (!rc) rc = ck_history_add_message(h, m.role, m.flags);
+        if (m.op == CK_OP_KEEP) {
+            const ck_part *parts = ck__msg_parts(src, m.src);
+            for (size_t k = 0; k < src->msgs[m.src].n_parts && !rc; k++)
+                rc = ck_history_add_part(h, &parts[k], NULL);
+        } else {
+            for (size_t k = 0; k < m.n_parts && !rc; k++)
+                rc = ck_history_add_part(h, &m.parts[k].part, NULL);
+        }
+    }
+    if (rc) {
+        ck_history_free(h);
+        return rc;
+    }
+    *out = h;
+    return CK_OK;
+}
+
+int ck__view_compose(const ck_view *outer, const ck_view *inner, const ck_history *src,
+                     ck_view **out) {
+    *out = NULL;
+    ck_view *v = ck__view_new();
+    if (!v) return CK_ENOMEM;
+    int rc = CK_OK;
+    for (size_t i = 0; i < outer->n_msgs && !rc; i++) {
+        ck_out_msg o, m;
+        memset(&m, 0, sizeof m);
+        if ((rc = ck_view_get(outer, i, &o))) break;
+        if (o.op == CK_OP_KEEP) {
+            rc = ck_view_get(inner, o.src, &m);
+            if (!rc) rc = ck__view_copy_msg(v, &m);
+            continue;
+        }
+        if (o.op == CK_OP_EDIT) {
+            if ((rc = ck_view_get(inner, o.src, &m))) break;
+            rc = m.op == CK_OP_NEW ? ck__view_begin(v, CK_OP_NEW, CK_NONE, m.role, 0)
+                                   : ck__view_begin(v, CK_OP_EDIT, m.src, m.role, m.flags);
+        } else {
+            rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, o.role, 0);
+        }
+        for (size_t k = 0; k < o.n_parts && !rc; k++) {
+            ck_out_part p = o.parts[k];
+            if (p.src_msg != CK_NONE) {
+                ck_out_msg im;
+                if ((rc = ck_view_get(inner, p.src_msg, &im))) break;
+                if (im.op != CK_OP_KEEP) {
+                    const ck_out_part *ip = &im.parts[p.src_part];
+                    p.src_msg = ip->src_msg;
+                    p.src_part = ip->src_part;
+                    p.replaced = p.replaced || ip->replaced;
+                } else {
+                    p.src_msg = im.src;
+                }
+            }
+            rc = push_part(v, &p);
+        }
+        ck__view_end(v, src);
+    }
+    if (rc) {
+        ck_view_free(v);
+        return rc;
+    }
+    *out = v;
+    return CK_OK;
 }

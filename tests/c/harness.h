@@ -10,10 +10,13 @@
 #ifndef CK_TEST_HARNESS_H_
 #define CK_TEST_HARNESS_H_
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cJSON.h>
 
 #include "ctxkeel.h"
 
@@ -105,27 +108,30 @@ static void h_free(void *p) {
         }                                                                                      \
     } while (0);
 
-#define FAIL_EACH_ALLOC(body)                                                                  \
+#define FAIL_EACH_ALLOC(...)                                                                  \
     do {                                                                                       \
-        for (long h_n = 0;; h_n++) {                                                           \
+        for (long h_nth = 0;; h_nth++) {                                                           \
             long h_before = h_live;                                                            \
             h_count = 0;                                                                       \
-            h_fail_at = h_n;                                                                   \
-            body;                                                                              \
+            h_fail_at = h_nth;                                                                   \
+            __VA_ARGS__;                                                                       \
             h_fail_at = -1;                                                                    \
             if (h_live != h_before) {                                                          \
                 H_REPORT("no leak when an allocation fails");                                  \
-                fprintf(stderr, "    allocation %ld failed, %ld leaked\n", h_n,                 \
+                fprintf(stderr, "    allocation %ld failed, %ld leaked\n", h_nth,               \
                         h_live - h_before);                                                    \
                 break;                                                                         \
             }                                                                                  \
-            if (h_count <= h_n) break; /* the body ran with no failure: every site done */     \
+            if (h_count <= h_nth) break; /* the body ran with no failure: every site done */     \
         }                                                                                      \
     } while (0)
 
 #define HARNESS_MAIN(runs)                                                                     \
     int main(void) {                                                                           \
         ck_set_allocator(h_malloc, h_calloc, h_realloc, h_free);                               \
+        /* cJSON's hooks are process-wide; a test process may take them to count its use. */  \
+        cJSON_Hooks h_hooks = {h_malloc, h_free};                                              \
+        cJSON_InitHooks(&h_hooks);                                                             \
         runs;                                                                                  \
         printf("%s: %d passed, %d failed\n", __FILE__, h_pass, h_fail);                        \
         return h_fail ? 1 : (h_pass ? 0 : 1);                                                  \
@@ -149,6 +155,37 @@ static inline char *h_read_file(const char *path, size_t *len) {
     fclose(f);
     if (buf) *len = n;
     return buf;
+}
+
+/* Calls fn(ctx, name, text, len) for every .json file of the corpus folder named by $CK_CORPUS
+ * (the real transcripts of ../shared/corpus). Returns the number of files read, or -1 after
+ * printing that `test` was skipped when there is no corpus. */
+typedef void (*h_corpus_fn)(void *ctx, const char *name, const char *text, size_t len);
+static inline int h_each_corpus(const char *test, h_corpus_fn fn, void *ctx) {
+    const char *dir = getenv("CK_CORPUS");
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) {
+        printf("%s: skipped (no CK_CORPUS folder)\n", test);
+        return -1;
+    }
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name), len = 0;
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *text = h_read_file(path, &len);
+        if (!text) {
+            H_REPORT("corpus file readable");
+            continue;
+        }
+        files++;
+        fn(ctx, e->d_name, text, len);
+        free(text);
+    }
+    closedir(d);
+    return files;
 }
 
 #endif

@@ -464,28 +464,19 @@ TEST(hostile_inputs) {
 
 /* Real agent transcripts are odd text for this parser: it must return, and every anchor it
  * finds must be consistent. Skipped when the shared corpus is absent. */
+static void parse_corpus_file(void *ctx, const char *name, const char *text, size_t len) {
+    (void)ctx;
+    (void)name;
+    ck_anchors *a = parse_n(text, len);
+    OK(a != NULL);
+    for (int i = 0; i < CK_ANCHOR_COUNT; i++) get(a, (ck_anchor)i);
+    summary(a);
+    ck_anchors_free(a);
+}
+
 TEST(corpus_text_never_fails) {
-    const char *dir = getenv("CK_CORPUS");
-    char path[4096];
-    if (!dir) dir = "../shared/corpus";
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name), len = 0;
-        if (n < 5 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *text = h_read_file(path, &len);
-        OK(text != NULL);
-        if (!text) continue;
-        ck_anchors *a = parse_n(text, len);
-        OK(a != NULL);
-        for (int i = 0; i < CK_ANCHOR_COUNT; i++) get(a, (ck_anchor)i);
-        summary(a);
-        ck_anchors_free(a);
-        free(text);
-    }
-    closedir(d);
+    int files = h_each_corpus("corpus_text_never_fails", parse_corpus_file, NULL);
+    OK(files != 0);
 }
 
 TEST(set_and_set_summary) {

@@ -1,7 +1,6 @@
 /* The JSON host: reading with errors that name the place, writing that keeps what it kept,
  * and the real transcripts of ../shared/corpus. */
 #include <cJSON.h>
-#include <dirent.h>
 
 #include "util.h"
 
@@ -197,41 +196,22 @@ static void corrupt_and_repair(const char *text, size_t len, const char *name) {
     cJSON_Delete(doc);
 }
 
-TEST(corpus) {
-    const char *dir = getenv("CK_CORPUS");
-    DIR *d = dir ? opendir(dir) : NULL;
-    if (!d) {
-        printf("corpus: skipped (no CK_CORPUS directory)\n");
-        return;
-    }
-    struct dirent *e;
-    int files = 0;
-    while ((e = readdir(d))) {
-        size_t nl = strlen(e->d_name);
-        if (nl < 6 || strcmp(e->d_name + nl - 5, ".json") != 0) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t len = 0;
-        char *text = h_read_file(path, &len);
-        OK(text != NULL);
-        if (!text) continue;
-        files++;
-        ck_error err;
-        ck_history *h = ck_json_read(text, len, &err);
-        OK(h != NULL);
-        ck_pair_violation *v = NULL;
-        size_t n = 99;
-        INT_EQ(ck_check_pairs(h, CK_FORMAT_AUTO, &v, &n, &err), CK_OK);
-        INT_EQ(n, 0);
-        ck_free(v);
-        OK(ck_estimate_history(h, CK_EST_CHARS4) > len / 8);
-        ck_history_free(h);
-        corrupt_and_repair(text, len, e->d_name);
-        free(text);
-    }
-    closedir(d);
-    OK(files >= 1);
+static void check_corpus_file(void *ctx, const char *name, const char *text, size_t len) {
+    (void)ctx;
+    ck_error err;
+    ck_history *h = ck_json_read(text, len, &err);
+    OK(h != NULL);
+    ck_pair_violation *v = NULL;
+    size_t n = 99;
+    INT_EQ(ck_check_pairs(h, CK_FORMAT_AUTO, &v, &n, &err), CK_OK);
+    INT_EQ(n, 0);
+    ck_free(v);
+    OK(ck_estimate_history(h, CK_EST_CHARS4) > len / 8);
+    ck_history_free(h);
+    corrupt_and_repair(text, len, name);
 }
+
+TEST(corpus) { OK(h_each_corpus("corpus", check_corpus_file, NULL) != 0); }
 
 HARNESS_MAIN(RUN(bad_input_names_the_place) RUN(syntax_error_offset) RUN(reads_shapes)
                  RUN(edits_keep_unknown_fields) RUN(write_needs_a_json_history) RUN(corpus))

@@ -114,6 +114,15 @@ TEST(misplaced_call_in_user_message) {
     char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
     STR_EQ(out, "[" U("hi") "]");
     ck_free(out);
+    /* A user message whose only part is a misplaced call is kept, with a note. */
+    const char *only = "[" AN_USER("{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\","
+                       "\"input\":{}}") ",{\"role\":\"assistant\",\"content\":\"ok\"}]";
+    INT_EQ(count_issues(only, CK_FORMAT_AUTO, CK_PAIR_MISPLACED), 1);
+    out = repair_json(only, CK_FORMAT_AUTO, NULL);
+    OK(out && strstr(out, "\"role\":\"user\"") && strstr(out, "tool call removed"));
+    OK(out && strstr(out, "\"content\":\"ok\""));
+    ck_free(out);
+    repaired_is_clean(only, CK_FORMAT_AUTO);
 }
 
 TEST(parallel_results_stay_together_in_order) {

@@ -39,4 +39,39 @@ static inline char *repair_json(const char *json, ck_format f, int *identity) {
     return out;
 }
 
+/* The first `n` messages of `h` as a history of their own (strings borrowed from `h`), as an
+ * agent loop sees its history before each model call. */
+static inline ck_history *history_prefix(const ck_history *h, size_t n) {
+    ck_history *p = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    for (size_t m = 0; p && m < n; m++) {
+        ck_role role;
+        uint32_t flags;
+        const ck_part *parts;
+        size_t np;
+        ck_history_get(h, m, &role, &flags, &parts, &np);
+        ck_history_add_message(p, role, flags);
+        for (size_t q = 0; q < np; q++) ck_history_add_part(p, &parts[q], NULL);
+    }
+    return p;
+}
+
+/* Core-internal (csrc/src/view.c): a view materialized as a history, so that any view can go
+ * through ck_check_pairs(). Tests link the static library, where the symbol is reachable. */
+int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out);
+
+/* Violations in a compaction's view over `h` (-1 on error). */
+static inline long view_issues(const ck_view *v, const ck_history *h) {
+    ck_history *mat = NULL;
+    ck_pair_violation *issues = NULL;
+    size_t n = 0;
+    ck_error err;
+    long out = -1;
+    if (ck__history_from_view(v, h, &mat) == CK_OK &&
+        ck_check_pairs(mat, CK_FORMAT_AUTO, &issues, &n, &err) == CK_OK)
+        out = (long)n;
+    ck_free(issues);
+    ck_history_free(mat);
+    return out;
+}
+
 #endif

@@ -1,0 +1,67 @@
+/* Private: the local evidence store (DESIGN section 4) and the session's audit log (section 8).
+ *
+ * Layout under the store directory:
+ *   tool_results/<session>/<file>.txt    one evidence file per id, written once
+ *   compactions/<session>.jsonl          one JSON line per compaction
+ * where <session> and <file> are encoded ids (ck__store_encode_id): no id can name a path
+ * outside its folder and two different ids never share a file. Directories are created 0700
+ * and files 0600 on first use; files are written to a temporary name and renamed. */
+#ifndef CK_STORE_H_
+#define CK_STORE_H_
+
+#include "ctxkeel.h"
+
+typedef struct ck__store ck__store;
+
+/* A store over `dir` for `session_id` (both NUL-terminated, copied). Creates nothing yet.
+ * NULL when out of memory. */
+ck__store *ck__store_new(const char *dir, const char *session_id);
+void ck__store_free(ck__store *s);
+
+/* The file-name form of an id: the id itself when it is made only of [A-Za-z0-9._-], is not
+ * "." or "..", does not start with '.', and is at most 100 bytes; otherwise a readable,
+ * sanitized prefix of the id followed by '~' and 16 hex digits of a hash of the whole id (case
+ * included). Since '~' never appears in an id kept as itself, the two forms cannot collide, and
+ * ids that differ only in case stay apart (distinct names on case-sensitive file systems, and
+ * hashed when the id has characters outside the safe set). NULL when out of memory.
+ * Caller owns the result; release it with ck__free(). */
+char *ck__store_encode_id(const char *id, size_t len);
+
+/* The path of the evidence file for `id`. Caller owns the result (ck__free). NULL on OOM. */
+char *ck__store_path(const ck__store *s, const char *id, size_t id_len);
+
+/* Stores `data` under `id` unless a file for that id exists already (then *existed is 1 and
+ * nothing is written). Returns CK_OK, CK_ENOMEM, or CK_EIO with err->where naming the path
+ * (read-only or full disk, a file where a folder should be...). A failed write leaves no
+ * partial file behind. */
+int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data, size_t len,
+                  int *existed, ck_error *err);
+
+/* Reads lines [offset, offset + limit) of the evidence named by `ref`: an id, or the path of a
+ * file inside this session's tool_results folder (as a placeholder states it). The text is
+ * exactly the stored bytes of those lines, newlines included; "" past the end. A ref naming
+ * nothing gives CK_EINVAL with err->where = the ref; a path outside the store is refused the
+ * same way. Caller owns *out (ck__free). */
+int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t offset,
+                   size_t limit, char **out, size_t *out_len, ck_error *err);
+
+/* Lines that contain `pattern` (a POSIX extended regular expression) in the evidence named by
+ * `ref`, or in every evidence file of the session when ref is NULL. The result is a JSON array
+ * text of {"ref": id-or-file-name, "line": 1-based number, "text": the line without its
+ * newline}, at most `max_hits` entries, files in name order. CK_EINVAL for a bad pattern
+ * (err->where = "pattern") or an unknown ref. Caller owns *out (ck__free). */
+int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const char *pattern,
+                     size_t max_hits, char **out, size_t *out_len, ck_error *err);
+
+/* Appends one line (a newline is added) to the session's audit log, creating it 0600.
+ * Returns CK_OK, CK_ENOMEM or CK_EIO (err->where = the path). */
+int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error *err);
+
+/* The last complete line of the session's audit log (a torn last line, as after a crash, is
+ * skipped). *out is NULL and CK_OK when there is no log or no line. Caller owns *out. */
+int ck__store_last_record(const ck__store *s, char **out, size_t *out_len, ck_error *err);
+
+/* The audit log's path. Caller owns the result (ck__free). NULL on OOM. */
+char *ck__store_log_path(const ck__store *s);
+
+#endif

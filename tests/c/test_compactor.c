@@ -1,0 +1,487 @@
+/* The compactor: tiers, bounded views, checkpoints, fallbacks, sessions and the audit log. */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static char store_dir[256];
+
+static void make_store(void) {
+    snprintf(store_dir, sizeof store_dir, "/tmp/ck_test_compactor_XXXXXX");
+    OK(mkdtemp(store_dir) != NULL);
+}
+
+static void remove_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char sub[1024];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        struct stat st;
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(sub);
+        else unlink(sub);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static ck_compactor *compactor(uint64_t window, const char *session) {
+    ck_compactor_options o;
+    memset(&o, 0, sizeof o);
+    o.context_window = window;
+    o.store_dir = store_dir;
+    o.session_id = session;
+    o.estimator = CK_EST_CHARS4;
+    o.keep_tail = 4;
+    o.summary_max_tokens = 300;
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    OK(k != NULL);
+    return k;
+}
+
+/* A synthetic agent session in OpenAI JSON: a system prompt, a task, then `turns` turns of
+ * assistant call + tool result (every `big`-th output large) + a user note every 5 turns. */
+static char *session_json(int turns, int big, size_t big_bytes) {
+    size_t cap = 4096 + (size_t)turns * (600 + big_bytes);
+    char *j = malloc(cap);
+    size_t at = 0;
+    at += (size_t)snprintf(j + at, cap - at,
+                           "[{\"role\":\"system\",\"content\":\"You are a coding agent.\"},"
+                           "{\"role\":\"user\",\"content\":\"Fix the failing test in "
+                           "src/parser.c. Never touch the vendor/ folder.\"}");
+    for (int t = 0; t < turns; t++) {
+        at += (size_t)snprintf(
+            j + at, cap - at,
+            ",{\"role\":\"assistant\",\"content\":\"Step %d: I will run the tests again to "
+            "check parser behaviour.\",\"tool_calls\":[{\"id\":\"call_%d\",\"type\":\"function\","
+            "\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\\\"make test "
+            "T=%d\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_%d\",\"content\":\"",
+            t, t, t, t);
+        size_t n = (big && t % big == 0) ? big_bytes : 300;
+        for (size_t i = 0; i < n; i++) j[at++] = (i % 60 == 59) ? ' ' : (char)('a' + (i + t) % 26);
+        at += (size_t)snprintf(j + at, cap - at, "%s\"}",
+                               t % 3 == 0 ? " error: test_parse failed" : " ok");
+        if (t % 5 == 4)
+            at += (size_t)snprintf(j + at, cap - at,
+                                   ",{\"role\":\"user\",\"content\":\"Note %d: always keep the "
+                                   "public API stable.\"}",
+                                   t);
+    }
+    snprintf(j + at, cap - at, "]");
+    return j;
+}
+
+TEST(options_are_checked) {
+    ck_compactor_options o;
+    memset(&o, 0, sizeof o);
+    ck_error err;
+    OK(ck_compactor_new(&o, &err) == NULL);
+    INT_EQ(err.code, CK_EINVAL);
+    STR_EQ(err.where, "context_window");
+    o.context_window = 1000;
+    o.warn = 0.9;
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "warn");
+    o.warn = NAN;
+    OK(ck_compactor_new(&o, &err) == NULL);
+    o.warn = 0;
+    o.emergency = 1.5;
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "emergency");
+    o.emergency = 0;
+    o.session_id = "";
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "session_id");
+    o.session_id = NULL;
+    o.store_dir = store_dir;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    OK(k != NULL);
+    ck_compactor_options got;
+    ck_compactor_get_options(k, &got);
+    OK(got.warn == 0.60 && got.soft == 0.70 && got.full == 0.80 && got.emergency == 0.95);
+    INT_EQ(got.keep_tail, 6);
+    INT_EQ(got.offload_threshold, 4000);
+    INT_EQ(got.summary_max_tokens, 256);
+    INT_EQ(strlen(ck_compactor_session_id(k)), 16);
+    ck_compactor_free(k);
+    ck_compactor_free(NULL);
+    STR_EQ(ck_tier_name(CK_TIER_EMERGENCY), "emergency");
+    STR_EQ(ck_checkpoint_marker(), "[Context Compaction]");
+}
+
+/* Materializes a compaction's view as JSON and re-reads it (for pair checks and content). */
+static char *view_json(ck_history *h, ck_compaction *c) {
+    ck_error err;
+    ck_format f;
+    ck_history_format(h, CK_FORMAT_AUTO, &f, &err);
+    return ck_json_write(h, ck_compaction_view(c), f, 0, &err);
+}
+
+TEST(none_tier_is_identity) {
+    char *j = session_json(3, 0, 0);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    ck_compactor *k = compactor(100000, "none");
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_NONE);
+    OK(ck_view_is_identity(ck_compaction_view(c)));
+    OK(ck_compaction_record(c, NULL) == NULL);
+    INT_EQ(ck_compaction_tokens_before(c), ck_compaction_tokens_after(c));
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+TEST(warn_offloads_outside_the_tail) {
+    char *j = session_json(8, 2, 6000); /* outputs of turns 0, 2, 4, 6 are large */
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    /* A window that puts the history in the warn band. */
+    ck_compactor *k = compactor((uint64_t)((double)total / 0.65), "warn");
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_WARN);
+    size_t len;
+    const char *rec = ck_compaction_record(c, &len);
+    OK(rec != NULL);
+    OK(rec && strstr(rec, "\"tool_call_id\":\"call_0\"") && strstr(rec, "\"tool_call_id\":\"call_4\""));
+    /* The tail (the last 4 messages and their turn) keeps its output. */
+    OK(rec && !strstr(rec, "\"tool_call_id\":\"call_6\""));
+    OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
+    char *out = view_json(h, c);
+    OK(out && strstr(out, "[ctxkeel: tool output offloaded]"));
+    INT_EQ(count_issues(out, CK_FORMAT_AUTO, -1), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/tool_results/warn/call_0.txt", store_dir);
+    struct stat st;
+    OK(stat(path, &st) == 0 && st.st_size > 6000 && (st.st_mode & 0777) == 0600);
+    ck_free(out);
+    ck_compaction_free(c);
+    /* The next call re-applies the placeholders without a new record. */
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    OK(ck_compaction_record(c, NULL) == NULL);
+    out = view_json(h, c);
+    OK(out && strstr(out, "[ctxkeel: tool output offloaded]"));
+    ck_free(out);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+typedef struct script {
+    const char *reply;
+    int calls;
+    int fail;
+    uint64_t prompt_len;
+} script;
+
+static int scripted(void *ctx, const ck_summary_request *req, ck_compaction *c) {
+    script *s = ctx;
+    s->calls++;
+    s->prompt_len = req->prompt_len;
+    if (s->fail) return CK_ESUMMARY;
+    return ck_compaction_set_summary(c, s->reply, strlen(s->reply));
+}
+
+static const char GOOD[] = "## User Intent\nFix the parser test.\n## Execution Progress\nRan "
+                           "make test many times.\n## Key Decisions\nKeep vendor/ untouched.\n"
+                           "## Tried Solutions\n- reran tests: still failing\n## Next Steps\n"
+                           "Inspect src/parser.c line 40.\n## Summary\nWork continues.";
+
+/* Every view: tool-call pairs valid, pinned and newest messages verbatim. */
+static void check_view(ck_history *h, ck_compaction *c, const char *src_json) {
+    char *out = view_json(h, c);
+    OK(out != NULL);
+    if (!out) return;
+    INT_EQ(count_issues(out, CK_FORMAT_AUTO, -1), 0);
+    OK(strstr(out, "You are a coding agent.") != NULL);
+    OK(strstr(out, "Never touch the vendor/ folder.") != NULL);
+    /* The newest message is the same object (KEEP) at the end. */
+    ck_out_msg m;
+    const ck_view *v = ck_compaction_view(c);
+    ck_view_get(v, ck_view_count(v) - 1, &m);
+    INT_EQ(m.op, CK_OP_KEEP);
+    INT_EQ(m.src, ck_history_count(h) - 1);
+    (void)src_json;
+    ck_free(out);
+}
+
+TEST(soft_summarizes_and_is_bounded) {
+    char *j = session_json(30, 0, 0);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    uint64_t window = (uint64_t)((double)total / 0.75);
+    ck_compactor *k = compactor(window, "soft");
+    ck_compaction *c = NULL;
+    script s = {GOOD, 0, 0, 0};
+    INT_EQ(ck_compactor_begin(k, h, 0, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_SOFT);
+    OK(ck_compaction_needs_summary(c));
+    ck_summary_request req;
+    INT_EQ(ck_compaction_request(c, &req), CK_OK);
+    OK(req.span_start < req.span_end);
+    OK(req.max_tokens == 300);
+    OK(strstr(req.prompt, "<<<DATA ") != NULL);
+    OK(strstr(req.prompt, "## User Intent") != NULL);
+    OK(req.previous == NULL);
+    OK(req.prompt_len / 4 < window);
+    INT_EQ(scripted(&s, &req, c), CK_OK);
+    INT_EQ(ck_compactor_finish(k, c, &err), CK_OK);
+    INT_EQ(ck_compactor_finish(k, c, &err), CK_ESTATE);
+    OK(ck_compaction_tokens_after(c) <= (uint64_t)(0.70 * (double)window));
+    OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
+    check_view(h, c, j);
+    char *out = view_json(h, c);
+    OK(out && strstr(out, "[Context Compaction]") && strstr(out, "Inspect src/parser.c line 40."));
+    /* What the user said mid-session is carried verbatim. */
+    OK(out && strstr(out, "Note 4: always keep the public API stable."));
+    ck_free(out);
+    size_t len;
+    const char *rec = ck_compaction_record(c, &len);
+    OK(rec && strstr(rec, "\"tier\":\"soft\"") && strstr(rec, "\"fallback\":null"));
+    OK(rec && strstr(rec, "\"next_steps\":\"Inspect src/parser.c line 40.\""));
+    ck_compaction_free(c);
+
+    /* The next turn costs no model call: the checkpoint is reused. */
+    s.calls = 0;
+    INT_EQ(ck_compactor_compact(k, h, 0, scripted, &s, &c, &err), CK_OK);
+    INT_EQ(s.calls, 0);
+    OK(ck_compaction_record(c, NULL) == NULL);
+    out = view_json(h, c);
+    OK(out && strstr(out, "Inspect src/parser.c line 40."));
+    ck_free(out);
+    check_view(h, c, j);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+TEST(bad_summaries_fall_back) {
+    static const char *const replies[] = {"", "lorem ipsum without any section", "## Nothing\n"};
+    for (int r = 0; r < 4; r++) {
+        char *j = session_json(30, 0, 0);
+        ck_error err;
+        ck_history *h = ck_json_read(j, strlen(j), &err);
+        uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+        char session[32];
+        snprintf(session, sizeof session, "bad%d", r);
+        ck_compactor *k = compactor((uint64_t)((double)total / 0.85), session);
+        script s = {r < 3 ? replies[r] : GOOD, 0, r == 3, 0};
+        ck_compaction *c = NULL;
+        INT_EQ(ck_compactor_compact(k, h, 0, scripted, &s, &c, &err), CK_OK);
+        INT_EQ(s.calls, 1);
+        INT_EQ(ck_compaction_tier(c), CK_TIER_FULL);
+        const char *rec = ck_compaction_record(c, NULL);
+        OK(rec && !strstr(rec, "\"fallback\":null"));
+        OK(rec && strstr(rec, "\"user_intent\":\""));
+        check_view(h, c, j);
+        OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
+        ck_compaction_free(c);
+        ck_compactor_free(k);
+        ck_history_free(h);
+        free(j);
+    }
+}
+
+TEST(emergency_needs_no_model) {
+    char *j = session_json(12, 0, 0);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    ck_compactor *k = compactor(total, "emergency"); /* ratio ~1.0 */
+    script s = {GOOD, 0, 0, 0};
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, scripted, &s, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_EMERGENCY);
+    INT_EQ(s.calls, 0);
+    OK(ck_compaction_tokens_after(c) <= (uint64_t)(0.70 * (double)total));
+    check_view(h, c, j);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+TEST(written_back_view_is_recognized) {
+    char *j = session_json(30, 0, 0);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    ck_compactor *k = compactor((uint64_t)((double)total / 0.75), "writeback");
+    script s = {GOOD, 0, 0, 0};
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, scripted, &s, &c, &err), CK_OK);
+    char *out = view_json(h, c);
+    ck_compaction_free(c);
+    /* The host keeps the view as its history from now on. */
+    ck_history *h2 = ck_json_read(out, strlen(out), &err);
+    OK(h2 != NULL);
+    s.calls = 0;
+    INT_EQ(ck_compactor_compact(k, h2, 0, scripted, &s, &c, &err), CK_OK);
+    INT_EQ(s.calls, 0);
+    OK(ck_view_is_identity(ck_compaction_view(c)));
+    OK(ck_compaction_record(c, NULL) == NULL);
+    ck_compaction_free(c);
+    ck_history_free(h2);
+    ck_free(out);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+TEST(session_resumes_from_the_log) {
+    char *j = session_json(30, 0, 0);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    uint64_t window = (uint64_t)((double)total / 0.75);
+    ck_compactor *k = compactor(window, "resume");
+    script s = {GOOD, 0, 0, 0};
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, scripted, &s, &c, &err), CK_OK);
+    char *first = view_json(h, c);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    /* A new process: same session and store. */
+    k = compactor(window, "resume");
+    s.calls = 0;
+    INT_EQ(ck_compactor_compact(k, h, 0, scripted, &s, &c, &err), CK_OK);
+    INT_EQ(s.calls, 0);
+    char *again = view_json(h, c);
+    STR_EQ(again, first);
+    ck_free(again);
+    ck_free(first);
+    ck_compaction_free(c);
+    /* A rewritten history drops the checkpoint instead of applying it to other messages. */
+    ck_history *other = ck_json_read("[{\"role\":\"user\",\"content\":\"new task\"}]", 41, &err);
+    INT_EQ(ck_compactor_compact(k, other, 0, scripted, &s, &c, &err), CK_OK);
+    OK(ck_view_is_identity(ck_compaction_view(c)));
+    ck_compaction_free(c);
+    ck_history_free(other);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+TEST(broken_pairs_are_repaired_in_views) {
+    const char *j = "[{\"role\":\"system\",\"content\":\"You are a coding agent.\"},"
+                    "{\"role\":\"user\",\"content\":\"Never touch the vendor/ folder.\"},"
+                    "{\"role\":\"tool\",\"tool_call_id\":\"ghost\",\"content\":\"orphan\"},"
+                    "{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[{\"id\":\"a\","
+                    "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+                    "{\"role\":\"user\",\"content\":\"go on\"}]";
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    ck_compactor *k = compactor(100000, "broken");
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    char *out = view_json(h, c);
+    INT_EQ(count_issues(out, CK_FORMAT_AUTO, -1), 0);
+    OK(out && !strstr(out, "orphan"));
+    ck_free(out);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+}
+
+/* The agent loop over one real transcript: before every model call, the history so far. Every
+ * view is valid, no larger than the input view, and bounded after soft or above. */
+static void replay_corpus_file(void *ctx, const char *name, const char *text, size_t len) {
+    (void)ctx;
+    ck_error err;
+    ck_history *h = ck_json_read(text, len, &err);
+    OK(h != NULL);
+    if (!h) return;
+    uint64_t window = ck_estimate_history(h, CK_EST_CHARS4) / 2;
+    uint64_t limit = (uint64_t)(0.70 * (double)window);
+    ck_compactor *k = compactor(window, name);
+    size_t n = ck_history_count(h);
+    int tiers[5] = {0}, records = 0;
+    for (size_t i = 2; i <= n; i++) {
+        ck_history *p = history_prefix(h, i);
+        ck_compaction *c = NULL;
+        script s = {GOOD, 0, 0, 0};
+        INT_EQ(ck_compactor_compact(k, p, 0, scripted, &s, &c, &err), CK_OK);
+        if (!c) {
+            ck_history_free(p);
+            break;
+        }
+        ck_tier t = ck_compaction_tier(c);
+        tiers[t]++;
+        OK(s.calls <= 1);
+        if (t < CK_TIER_SOFT) INT_EQ(s.calls, 0);
+        const char *rec = ck_compaction_record(c, NULL);
+        records += rec != NULL;
+        /* Bounded unless the record says the newest turn alone is over the limit. */
+        if (rec && t >= CK_TIER_SOFT && strstr(rec, "\"summarized\":0,") == NULL &&
+            !strstr(rec, "more than the soft limit"))
+            OK(ck_compaction_tokens_after(c) <= limit);
+        OK(ck_compaction_tokens_after(c) <= ck_compaction_tokens_before(c));
+        INT_EQ(view_issues(ck_compaction_view(c), p), 0);
+        ck_compaction_free(c);
+        ck_history_free(p);
+    }
+    OK(tiers[CK_TIER_SOFT] + tiers[CK_TIER_FULL] + tiers[CK_TIER_EMERGENCY] > 0);
+    OK(records > 0);
+    ck_compactor_free(k);
+    ck_history_free(h);
+}
+
+TEST(corpus_replay_invariants) {
+    OK(h_each_corpus("corpus_replay_invariants", replay_corpus_file, NULL) != 0);
+}
+
+TEST(allocation_failures) {
+    char *j = session_json(30, 3, 5000);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    int round = 0;
+    FAIL_EACH_ALLOC({
+        char session[32];
+        snprintf(session, sizeof session, "oom%d", round++);
+        ck_compactor_options o;
+        memset(&o, 0, sizeof o);
+        o.context_window = (uint64_t)((double)total / 0.85);
+        o.store_dir = store_dir;
+        o.session_id = session;
+        o.estimator = CK_EST_CHARS4;
+        o.keep_tail = 4;
+        o.summary_max_tokens = 300;
+        ck_compactor *k = ck_compactor_new(&o, &err);
+        if (k) {
+            script s = {GOOD, 0, 0, 0};
+            ck_compaction *c = NULL;
+            if (ck_compactor_compact(k, h, 0, scripted, &s, &c, &err) == CK_OK)
+                ck_compaction_free(c);
+            ck_compactor_free(k);
+        }
+    });
+    OK(round > 10);
+    ck_history_free(h);
+    free(j);
+}
+
+static void setup(void) { make_store(); }
+static void teardown(void) { remove_tree(store_dir); }
+
+HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
+                 RUN(warn_offloads_outside_the_tail) RUN(soft_summarizes_and_is_bounded)
+                     RUN(bad_summaries_fall_back) RUN(emergency_needs_no_model)
+                         RUN(written_back_view_is_recognized) RUN(session_resumes_from_the_log)
+                             RUN(broken_pairs_are_repaired_in_views)
+                                 RUN(corpus_replay_invariants) RUN(allocation_failures)
+                                     teardown())
