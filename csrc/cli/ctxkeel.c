@@ -14,6 +14,8 @@ static const char USAGE[] =
     "       ctxkeel replay FILE --window N [--svg OUT] [COMPACTOR OPTIONS]\n"
     "compactor options: --store DIR (default .ctxkeel), --session ID,\n"
     "  --keep-tail N, --summary-max-tokens N, --estimator E, --format F\n"
+    "summarizer (default: the built-in extractive one): --llm-url URL --model M\n"
+    "  [--api openai|anthropic] [--api-key-env VAR] [--llm-timeout SECONDS]\n"
     "       ctxkeel --version\n"
     "FILE is a JSON message list (or an object with \"messages\"); - reads standard input.\n"
     "Exit status: 0 success, 1 violations found (check), 2 bad usage or input.\n";
@@ -31,6 +33,11 @@ typedef struct options {
     const char *store;
     const char *session;
     const char *svg;
+    const char *llm_url;
+    const char *model;
+    const char *api_key_env;
+    ck_http_api api;
+    double llm_timeout;
 } options;
 
 static char *read_all(const char *path, size_t *len) {
@@ -104,6 +111,21 @@ static int parse_args(int argc, char **argv, options *o) {
             o->session = argv[++i];
         } else if (strcmp(a, "--svg") == 0 && next) {
             o->svg = argv[++i];
+        } else if (strcmp(a, "--llm-url") == 0 && next) {
+            o->llm_url = argv[++i];
+        } else if (strcmp(a, "--model") == 0 && next) {
+            o->model = argv[++i];
+        } else if (strcmp(a, "--api-key-env") == 0 && next) {
+            o->api_key_env = argv[++i];
+        } else if (strcmp(a, "--api") == 0 && next) {
+            i++;
+            if (strcmp(next, "openai") == 0) o->api = CK_HTTP_OPENAI;
+            else if (strcmp(next, "anthropic") == 0) o->api = CK_HTTP_ANTHROPIC;
+            else return -1;
+        } else if (strcmp(a, "--llm-timeout") == 0 && next) {
+            char *end = NULL;
+            o->llm_timeout = strtod(argv[++i], &end);
+            if (!end || *end || !(o->llm_timeout > 0)) return -1;
         } else if (strcmp(a, "--pretty") == 0) {
             o->pretty = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -206,19 +228,44 @@ static ck_compactor *new_compactor(const options *o, ck_error *err) {
     return ck_compactor_new(&opts, err);
 }
 
+/* The HTTP summarizer the options ask for, or NULL for the extractive one. Sets *failed when
+ * the options are wrong. */
+static ck_http_summarizer *new_summarizer(const options *o, int *failed) {
+    *failed = 0;
+    if (!o->llm_url && !o->model) return NULL;
+    ck_http_options hopts;
+    memset(&hopts, 0, sizeof hopts);
+    hopts.base_url = o->llm_url;
+    hopts.model = o->model;
+    hopts.api = o->api;
+    hopts.api_key_env = o->api_key_env;
+    hopts.timeout = o->llm_timeout;
+    ck_error err;
+    ck_http_summarizer *s = ck_http_summarizer_new(&hopts, &err);
+    if (!s) {
+        print_error("summarizer", &err);
+        *failed = 1;
+    }
+    return s;
+}
+
 static int cmd_compact(const options *o, ck_history *h) {
     ck_error err;
     if (!o->window) {
         fprintf(stderr, "ctxkeel: compact needs --window N\n");
         return 2;
     }
+    int bad = 0;
+    ck_http_summarizer *llm = new_summarizer(o, &bad);
+    if (bad) return 2;
     ck_compactor *k = new_compactor(o, &err);
     ck_compaction *c = NULL;
     ck_format format;
     if (!k || ck_history_format(h, o->format, &format, &err) ||
-        ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err)) {
+        ck_compactor_compact(k, h, 0, llm ? ck_http_summarize_fn : NULL, llm, &c, &err)) {
         print_error(o->file, &err);
         ck_compactor_free(k);
+        ck_http_summarizer_free(llm);
         return 2;
     }
     char *json = ck_json_write(h, ck_compaction_view(c), format, o->pretty, &err);
@@ -247,6 +294,7 @@ static int cmd_compact(const options *o, ck_history *h) {
     ck_free(json);
     ck_compaction_free(c);
     ck_compactor_free(k);
+    ck_http_summarizer_free(llm);
     return rc;
 }
 
@@ -333,9 +381,13 @@ static int cmd_replay(const options *o, ck_history *h) {
         fprintf(stderr, "ctxkeel: replay needs --window N\n");
         return 2;
     }
+    int bad = 0;
+    ck_http_summarizer *llm = new_summarizer(o, &bad);
+    if (bad) return 2;
     ck_compactor *k = new_compactor(o, &err);
     if (!k) {
         print_error(o->file, &err);
+        ck_http_summarizer_free(llm);
         return 2;
     }
     size_t n = ck_history_count(h), calls = 0, per_tier[5] = {0}, records = 0;
@@ -352,7 +404,8 @@ static int cmd_replay(const options *o, ck_history *h) {
         if (i < n && role != CK_ROLE_ASSISTANT) continue;
         ck_history *p = prefix(h, i);
         ck_compaction *c = NULL;
-        if (!p || ck_compactor_compact(k, p, 0, NULL, NULL, &c, &err)) {
+        if (!p || ck_compactor_compact(k, p, 0, llm ? ck_http_summarize_fn : NULL, llm, &c,
+                                       &err)) {
             print_error(o->file, &err);
             ck_history_free(p);
             rc = 2;
@@ -400,6 +453,7 @@ static int cmd_replay(const options *o, ck_history *h) {
     }
     free(pts);
     ck_compactor_free(k);
+    ck_http_summarizer_free(llm);
     return rc;
 }
 

@@ -290,6 +290,34 @@ typedef struct ck_summary_request {
  * compaction fall back to the extractive summarizer. */
 typedef int (*ck_summarize_fn)(void *ctx, const ck_summary_request *req, ck_compaction *c);
 
+
+/* Which HTTP API a summarizer speaks. */
+typedef enum ck_http_api {
+    CK_HTTP_OPENAI = 0,    /* POST {base_url}/chat/completions (OpenAI-compatible servers) */
+    CK_HTTP_ANTHROPIC = 1, /* POST {base_url}/v1/messages with x-api-key and anthropic-version */
+} ck_http_api;
+
+/*
+ * Options of the built-in HTTP summarizer. Zero means the default for numbers; strings are
+ * NUL-terminated and copied.
+ */
+typedef struct ck_http_options {
+    const char *base_url;    /* required: "http://127.0.0.1:8000/v1", "https://api.anthropic.com" */
+    const char *model;       /* required */
+    ck_http_api api;
+    const char *api_key_env; /* the environment variable holding the key, read at call time;
+                                NULL: OPENAI_API_KEY or ANTHROPIC_API_KEY; "" for no key */
+    double timeout;          /* seconds for one attempt, connect included; 0 means 60 */
+    double connect_timeout;  /* seconds; 0 means 10 */
+    int max_retries;         /* attempts after the first; 0 means 3, negative means none */
+    double backoff;          /* first retry delay in seconds, doubled each time with jitter;
+                                0 means 0.5 */
+    const char *const *headers; /* extra "Name: value" lines, NULL-terminated list, or NULL */
+} ck_http_options;
+
+/* An HTTP summarizer. Opaque. */
+typedef struct ck_http_summarizer ck_http_summarizer;
+
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Lifecycle                                                                        */
 /* ------------------------------------------------------------------------------------------ */
@@ -634,6 +662,42 @@ CK_API const char *ck_tier_name(ck_tier tier);
 
 /* The marker that starts every checkpoint message. Static string; never free. */
 CK_API const char *ck_checkpoint_marker(void);
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Section - HTTP summarizer (libcurl)                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Creates an HTTP summarizer. Errors: CK_EINVAL (err->where names the option: "base_url",
+ * "model", "timeout"...), CK_ENOMEM. Returns NULL on error.
+ * Caller owns the result; release it with ck_http_summarizer_free().
+ * Thread-safe once made: calls from several threads run independent transfers.
+ */
+CK_API ck_http_summarizer *ck_http_summarizer_new(const ck_http_options *opts, ck_error *err);
+
+/* Releases an HTTP summarizer. NULL is a no-op. No call may be running on it. */
+CK_API void ck_http_summarizer_free(ck_http_summarizer *self);
+
+/*
+ * Sends `req` and waits for the reply (blocking; run it off the event loop or without the
+ * GIL). Retries connection errors, 429 and 5xx with exponential backoff and jitter, honouring
+ * Retry-After; other 4xx fail at once. `cancel`, when not NULL, is polled during the transfer
+ * and the waits: a non-zero value aborts with CK_ECANCELED within about 100 ms.
+ * On success *reply holds the text (caller owns it; release it with ck_free()) and
+ * *prompt_tokens / *completion_tokens (either may be NULL) the usage the provider reported.
+ * On failure *why (when not NULL) holds a one-line reason naming the HTTP status and the
+ * provider's error message, truncated, and never the API key (caller owns it; ck_free()).
+ * Errors: CK_ETIMEDOUT, CK_ECANCELED, CK_EIO (connection), CK_ESUMMARY (an HTTP error or a
+ * reply without text), CK_ENOMEM.
+ */
+CK_API int ck_http_summarize(ck_http_summarizer *self, const ck_summary_request *req,
+                             const volatile int *cancel, char **reply, size_t *reply_len,
+                             uint64_t *prompt_tokens, uint64_t *completion_tokens, char **why);
+
+/* A ck_summarize_fn over ck_http_summarize(): `ctx` is the ck_http_summarizer. A failure
+ * becomes the compaction's fallback reason. */
+CK_API int ck_http_summarize_fn(void *ctx, const ck_summary_request *req, ck_compaction *c);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Errors                                                                           */

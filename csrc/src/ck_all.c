@@ -8,6 +8,7 @@
 #include "./errors.c"
 #include "./extract.c"
 #include "./history.c"
+#include "./http.c"
 #include "./idmap.c"
 #include "./json.c"
 #include "./pairs.c"
