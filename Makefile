@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps
+.PHONY: fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -113,5 +113,43 @@ leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
 	    --errors-for-leak-kinds=definite,indirect $(BUILD)/tests/$$t || fail=1; \
 	done; exit $$fail
 
+# libFuzzer targets (clang, ASan + UBSan). `make fuzz` runs each for FUZZ_SECONDS on a copy of
+# its seed corpus (tests/data/fuzz/<target>, plus the real transcripts for json and compact);
+# `make fuzz-regress` runs every seed once, which is what CI also does before a short fuzz.
+FUZZERS := json anchors tokens compact evidence
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+fuzz-deps:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 && test -n "$$(find /usr/lib/llvm-*/lib/clang -name 'libclang_rt.fuzzer-x86_64.a' 2>/dev/null)" || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; }
+
+build-fuzz/fuzz_%: fuzz/fuzz_%.c $(CORE_SRC) $(CORE_HDR) | fuzz-deps deps
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) -std=c11 $(DEFS) -Icsrc/include $(PKG_CFLAGS) $(FUZZ_FLAGS) $< csrc/src/ck_all.c $(PKG_LIBS) -lm -o $@
+
+fuzz-regress: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
+	@for t in $(FUZZERS); do \
+	  build-fuzz/fuzz_$$t -runs=0 tests/data/fuzz/$$t >build-fuzz/regress_$$t.log 2>&1 \
+	    || { tail -40 build-fuzz/regress_$$t.log; exit 1; }; \
+	  echo "fuzz_$$t: $$(tail -1 build-fuzz/regress_$$t.log)"; \
+	done
+
+fuzz: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
+	@for t in $(FUZZERS); do \
+	  rm -rf build-fuzz/corpus-$$t && mkdir -p build-fuzz/corpus-$$t && cp tests/data/fuzz/$$t/* build-fuzz/corpus-$$t/; \
+	  case $$t in json|compact) [ -d $(CORPUS) ] && for f in $(CORPUS)/*.json; do \
+	    if [ $$t = compact ]; then { printf A; cat $$f; } > build-fuzz/corpus-$$t/$$(basename $$f); \
+	    else cp $$f build-fuzz/corpus-$$t/; fi; done ;; esac; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -timeout=20 -rss_limit_mb=4096 \
+	    -artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus-$$t >build-fuzz/fuzz_$$t.log 2>&1 \
+	    || { tail -40 build-fuzz/fuzz_$$t.log; exit 1; }; \
+	  tail -1 build-fuzz/fuzz_$$t.log; \
+	done; rm -rf /tmp/ck_fuzz_*
+
 clean:
-	rm -rf build build-c build-asan python/ctxkeel/*.so *.egg-info python/*.egg-info
+	rm -rf build build-c build-py build-asan build-fuzz python/ctxkeel/*.so *.egg-info python/*.egg-info

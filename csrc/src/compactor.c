@@ -1059,9 +1059,11 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     c->view = view;
     c->finished = 1;
     st->last_view = 0; /* set below, once the view's size is known */
-    c->tokens_after = view_tokens(c, view);
-    if (c->fixed) {
-        /* view_tokens() reads c->tok by source index after composing; recount exactly. */
+    if (!c->fixed) {
+        c->tokens_after = view_tokens(c, view);
+    } else {
+        /* c->tok is indexed by the repaired copy; the composed view names the host's
+         * messages, so count them afresh. */
         uint64_t t = c->tool_tokens;
         for (size_t i = 0; i < ck_view_count(view); i++) {
             ck_out_msg m;

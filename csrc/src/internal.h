@@ -45,7 +45,8 @@ struct ck_history {
 
 /* The parts of message `i` (no bounds check: callers loop below ck_history_count()). */
 static inline const ck_part *ck__msg_parts(const ck_history *h, size_t i) {
-    return h->parts + h->msgs[i].first_part;
+    /* A history without any part has no part array at all: NULL + 0 is undefined in C. */
+    return h->parts ? h->parts + h->msgs[i].first_part : NULL;
 }
 
 void ck__json_doc_free(ck__json_doc *doc);

@@ -289,7 +289,9 @@ static int emit_plain(const analysis *a, ck_view *v, size_t i) {
         int only_results = 1;
         for (size_t k = 0; k < msg->n_parts; k++)
             if (ck__msg_parts(h, i)[k].kind != CK_PART_TOOL_RESULT) only_results = 0;
-        if (only_results) return CK_OK;
+        /* A "tool" message is a result whatever else it holds: a note there would stand as a
+         * result without a call. */
+        if (only_results || msg->role == CK_ROLE_TOOL) return CK_OK;
         int rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
         ck_part note;
         memset(&note, 0, sizeof note);

@@ -125,6 +125,17 @@ TEST(misplaced_call_in_user_message) {
     repaired_is_clean(only, CK_FORMAT_AUTO);
 }
 
+/* Found by fuzzing: a tool message that also holds tool_calls loses both and must go, not
+ * turn into a note that would stand as a result without a call. */
+TEST(tool_message_with_calls) {
+    const char *j = "[" U("hi") ",{\"role\":\"tool\",\"tool_call_id\":\"zz\",\"content\":\"x\","
+                    "\"tool_calls\":[{\"id\":\"q\",\"function\":{\"name\":\"f\"}}]}]";
+    INT_EQ(count_issues(j, CK_FORMAT_AUTO, -1), 2);
+    char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
+    STR_EQ(out, "[" U("hi") "]");
+    ck_free(out);
+}
+
 TEST(parallel_results_stay_together_in_order) {
     /* b answered after an interruption; a answered in place. */
     const char *j = "[" A_CALL2("a", "b") "," T_RES("a", "1") "," U("hm") "," T_RES("b", "2") "]";
@@ -259,7 +270,7 @@ HARNESS_MAIN(RUN(valid_openai_is_clean_and_kept) RUN(orphan_result) RUN(missing_
                  RUN(not_adjacent_result_moves) RUN(duplicate_result_dropped)
                      RUN(duplicate_call_removed_and_message_kept) RUN(empty_ids)
                          RUN(misplaced_call_in_user_message)
-                             RUN(parallel_results_stay_together_in_order)
+                             RUN(tool_message_with_calls) RUN(parallel_results_stay_together_in_order)
                                  RUN(anthropic_valid_and_missing) RUN(anthropic_order_and_moves)
                                      RUN(format_detection) RUN(issue_names_and_violation_fields)
                                          RUN(allocation_failures) RUN(many_calls))

@@ -1,0 +1,67 @@
+/* libFuzzer target: a whole compaction with a scripted summarizer. The first input byte picks
+ * the window (as a fraction of the history's size) and the summarizer's behaviour; the rest is
+ * a JSON message list. Invariants: the view passes check_pairs and is never larger. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctxkeel.h"
+
+#define REQUIRE(cond)                                                                          \
+    do {                                                                                       \
+        if (!(cond)) __builtin_trap();                                                         \
+    } while (0)
+
+int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out);
+
+static char store[64];
+
+static int scripted(void *ctx, const ck_summary_request *req, ck_compaction *c) {
+    unsigned mode = *(const unsigned char *)ctx;
+    REQUIRE(req->prompt && req->prompt_len > 0);
+    switch (mode % 4) {
+        case 0: return ck_compaction_set_summary(c, "## Next Steps\nkeep going", 24);
+        case 1: return ck_compaction_set_summary(c, req->prompt, req->prompt_len / 3);
+        case 2: return ck_compaction_set_summary(c, "", 0);
+        default: return CK_ESUMMARY;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+    if (size < 2) return 0;
+    if (!store[0]) {
+        snprintf(store, sizeof store, "/tmp/ck_fuzz_compact_%d", (int)getpid());
+    }
+    unsigned char mode = data[0];
+    ck_error err;
+    ck_history *h = ck_json_read((const char *)data + 1, size - 1, &err);
+    if (!h) return 0;
+    uint64_t total = ck_estimate_history(h, CK_EST_DEFAULT);
+    ck_compactor_options o;
+    memset(&o, 0, sizeof o);
+    o.context_window = total * 100 / (40 + (mode % 70)) + 1;
+    o.store_dir = store;
+    o.keep_tail = 1 + mode % 5;
+    o.summary_max_tokens = 256;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    REQUIRE(k != NULL);
+    ck_compaction *c = NULL;
+    int rc = ck_compactor_compact(k, h, 0, scripted, &mode, &c, &err);
+    if (rc == CK_OK) {
+        REQUIRE(ck_compaction_tokens_after(c) <= ck_compaction_tokens_before(c));
+        ck_history *mat = NULL;
+        REQUIRE(ck__history_from_view(ck_compaction_view(c), h, &mat) == CK_OK);
+        ck_pair_violation *v = NULL;
+        size_t n = 0;
+        REQUIRE(ck_check_pairs(mat, CK_FORMAT_AUTO, &v, &n, &err) == CK_OK && n == 0);
+        ck_free(v);
+        ck_history_free(mat);
+        ck_compaction_free(c);
+    } else {
+        REQUIRE(CK_IS_INPUT_ERROR(rc));
+    }
+    ck_compactor_free(k);
+    ck_history_free(h);
+    return 0;
+}
