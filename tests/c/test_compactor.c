@@ -179,6 +179,59 @@ TEST(warn_offloads_outside_the_tail) {
     free(j);
 }
 
+/* The tool-time gate: a 50 KB single-line output comes back as a placeholder whose preview is
+ * capped in bytes, with where the full text is; a short output is kept as it is. */
+TEST(offload_gate_caps_previews) {
+    size_t big = 50000;
+    char *text = malloc(big + 1);
+    for (size_t i = 0; i < big; i++) text[i] = (char)('a' + i % 26);
+    text[big] = '\0';
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    p.kind = CK_PART_TOOL_RESULT;
+    p.flags = CK_PART_OPENAI;
+    p.id = "../../escape";
+    p.id_len = 12;
+    p.text = text;
+    p.text_len = big;
+    ck_history_add_message(h, CK_ROLE_TOOL, CK_MSG_STRING_CONTENT);
+    ck_history_add_part(h, &p, NULL);
+    p.id = "small";
+    p.id_len = 5;
+    p.text_len = 100;
+    ck_history_add_message(h, CK_ROLE_TOOL, CK_MSG_STRING_CONTENT);
+    ck_history_add_part(h, &p, NULL);
+    ck_compactor *k = compactor(100000, "gate");
+    ck_view *v = NULL;
+    ck_error err;
+    INT_EQ(ck_compactor_offload(k, h, 0, &v, &err), CK_OK);
+    ck_out_msg m;
+    ck_view_get(v, 0, &m);
+    INT_EQ(m.op, CK_OP_EDIT);
+    OK(m.n_parts == 1 && m.parts[0].replaced);
+    OK(m.parts[0].part.text_len < 3000);
+    OK(strstr(m.parts[0].part.text, "[ctxkeel: tool output offloaded]") != NULL);
+    OK(strstr(m.parts[0].part.text, "50000 bytes") != NULL);
+    OK(strstr(m.parts[0].part.text, "more bytes on this line") != NULL);
+    ck_view_free(v);
+    /* The full text reads back exactly, by id. */
+    char *back = NULL;
+    size_t len = 0;
+    INT_EQ(ck_compactor_read_evidence(k, "../../escape", 12, 0, 10, &back, &len, &err), CK_OK);
+    OK(len == big && memcmp(back, text, big) == 0);
+    ck_free(back);
+    INT_EQ(ck_compactor_offload(k, h, 1, &v, &err), CK_OK);
+    INT_EQ(ck_view_count(v), 1);
+    ck_view_get(v, 0, &m);
+    INT_EQ(m.op, CK_OP_KEEP);
+    ck_view_free(v);
+    INT_EQ(ck_compactor_offload(k, h, 7, &v, &err), CK_EINVAL);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(text);
+}
+
 typedef struct script {
     const char *reply;
     int calls;
@@ -479,7 +532,7 @@ static void setup(void) { make_store(); }
 static void teardown(void) { remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
-                 RUN(warn_offloads_outside_the_tail) RUN(soft_summarizes_and_is_bounded)
+                 RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(soft_summarizes_and_is_bounded)
                      RUN(bad_summaries_fall_back) RUN(emergency_needs_no_model)
                          RUN(written_back_view_is_recognized) RUN(session_resumes_from_the_log)
                              RUN(broken_pairs_are_repaired_in_views)
