@@ -552,9 +552,10 @@ CK_API void ck_compactor_get_options(const ck_compactor *self, ck_compactor_opti
  * Starts a compaction of `history` (which must stay alive and unchanged until the compaction
  * is freed). `tool_tokens` is the token cost of the tool schemas sent with the request. Picks
  * the tier, offloads large tool outputs (writing the evidence store), and, for soft and full,
- * prepares the summary request (see ck_compaction_needs_summary()). Errors: CK_EFORMAT and the
- * other input errors of ck_history_format(), CK_ENOMEM. Caller owns *out; release it with
- * ck_compaction_free().
+ * prepares the summary request (see ck_compaction_needs_summary()). The session state changes
+ * only when the compaction is finished: one freed unfinished leaves the compactor as it was
+ * (evidence it wrote stays in the store). Errors: CK_EFORMAT and the other input errors of
+ * ck_history_format(), CK_ENOMEM. Caller owns *out; release it with ck_compaction_free().
  */
 CK_API int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
                               ck_compaction **out, ck_error *err);

@@ -365,21 +365,28 @@ static size_t render_strs(const ck__strs *l, const char *title, const char *pref
     return b->len - start;
 }
 
-static size_t render_offloads(const ck__state *st, size_t budget, ck__buf *b) {
-    if (!st->n_offloads) return 0;
-    size_t start = b->len, used = 0, from = st->n_offloads;
+/* The offloads of the state, then this compaction's (not yet in the state), as one list. */
+static const ck__offload *offload_at(const ck_compaction *c, size_t i) {
+    const ck__state *st = &c->owner->st;
+    return i < st->n_offloads ? &st->offloads[i] : &c->new_offloads[i - st->n_offloads];
+}
+
+static size_t render_offloads(const ck_compaction *c, size_t budget, ck__buf *b) {
+    size_t n = c->owner->st.n_offloads + c->n_new_offloads;
+    if (!n) return 0;
+    size_t start = b->len, used = 0, from = n;
     while (from > 0) {
-        const ck__offload *o = &st->offloads[from - 1];
+        const ck__offload *o = offload_at(c, from - 1);
         size_t need = strlen(o->id) + strlen(o->tool) + strlen(o->path) + 48;
         if (used + need > budget) break;
         used += need;
         from--;
     }
-    if (from == st->n_offloads) return 0;
+    if (from == n) return 0;
     section(b, "Offloaded Outputs");
     if (from) ck__buf_printf(b, "(%zu older outputs not listed)\n", from);
-    for (size_t i = from; i < st->n_offloads; i++) {
-        const ck__offload *o = &st->offloads[i];
+    for (size_t i = from; i < n; i++) {
+        const ck__offload *o = offload_at(c, i);
         ck__buf_printf(b, "- %s (%s, %llu lines, %llu bytes): %s\n", o->id, o->tool,
                        (unsigned long long)o->lines, (unsigned long long)o->bytes, o->path);
     }
@@ -485,7 +492,7 @@ static int render_checkpoint(ck_compaction *c, const ck_anchors *a, const ck__st
         section(out, "Files");
         ck__buf_add(out, files.data, files.len);
     }
-    render_offloads(st, offload_budget, out);
+    render_offloads(c, offload_budget, out);
     int failed = tail.failed || files.failed || head.failed || anchors.failed || ids.failed;
     ck__buf_dispose(&tail);
     ck__buf_dispose(&files);

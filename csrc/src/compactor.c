@@ -399,6 +399,11 @@ void ck_compaction_free(ck_compaction *c) {
     ck__free(c->tok);
     ck__free(c->subst);
     ck__free(c->subst_len);
+    for (size_t i = 0; i < c->n_new_offloads; i++) {
+        ck__free(c->new_offloads[i].id);
+        ck__free(c->new_offloads[i].tool);
+        ck__free(c->new_offloads[i].path);
+    }
     ck__free(c->new_offloads);
     ck__buf_dispose(&c->prompt);
     ck__buf_dispose(&c->notes);
@@ -634,9 +639,13 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
             if (p->kind != CK_PART_TOOL_RESULT || !p->id_len || c->subst[g] || is_placeholder(p))
                 continue;
             size_t known = ck__idmap_get(&self->st.offloaded, p->id, p->id_len);
-            if (known == SIZE_MAX && (!write || p->text_len <= self->opt.offload_threshold))
-                continue;
-            if (known == SIZE_MAX) {
+            const ck__offload *rec = known == SIZE_MAX ? NULL : &self->st.offloads[known];
+            for (size_t j = 0; !rec && j < c->n_new_offloads; j++)
+                if (strlen(c->new_offloads[j].id) == p->id_len &&
+                    memcmp(c->new_offloads[j].id, p->id, p->id_len) == 0)
+                    rec = &c->new_offloads[j];
+            if (!rec && (!write || p->text_len <= self->opt.offload_threshold)) continue;
+            if (!rec) {
                 int existed = 0;
                 ck_error err;
                 int rc = ck__store_put(self->store, p->id, p->id_len, p->text, p->text_len,
@@ -647,6 +656,8 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
                                         p->id, err.msg ? err.msg : ck_strerror(rc), err.where);
                     continue;
                 }
+                /* The compaction owns what it offloaded; the state takes copies at finish, so
+                 * a compaction that is dropped unfinished leaves the state as it was. */
                 size_t tool_len;
                 const char *tool = tool_name_of(h, p->id, p->id_len, i, &tool_len);
                 ck__offload o;
@@ -656,8 +667,6 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
                 o.bytes = p->text_len;
                 o.lines = count_lines(p->text, p->text_len);
                 if (!o.id || !o.tool || !o.path ||
-                    ck__grow((void **)&self->st.offloads, &self->st.cap_offloads,
-                             self->st.n_offloads + 1, sizeof o) ||
                     ck__grow((void **)&c->new_offloads, &c->cap_new_offloads,
                              c->n_new_offloads + 1, sizeof o)) {
                     ck__free(o.id);
@@ -665,13 +674,10 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
                     ck__free(o.path);
                     return CK_ENOMEM;
                 }
-                known = self->st.n_offloads;
-                self->st.offloads[self->st.n_offloads++] = o;
-                if (ck__idmap_put(&self->st.offloaded, o.id, strlen(o.id), known) < 0)
-                    return CK_ENOMEM;
                 c->new_offloads[c->n_new_offloads++] = o;
+                rec = &c->new_offloads[c->n_new_offloads - 1];
             }
-            int rc = substitute(c, i, g, &self->st.offloads[known], 10, 1024);
+            int rc = substitute(c, i, g, rec, 10, 1024);
             if (rc) return rc;
             c->tok[i] = message_tokens(c, i);
         }
@@ -1011,6 +1017,33 @@ static int new_anchors(ck_compaction *c, ck_anchors **out) {
     return *out ? CK_OK : CK_ENOMEM;
 }
 
+/* Gives the state copies of this compaction's offloads. */
+static int commit_offloads(ck_compaction *c) {
+    ck__state *st = &c->owner->st;
+    for (size_t i = 0; i < c->n_new_offloads; i++) {
+        const ck__offload *n = &c->new_offloads[i];
+        if (ck__idmap_get(&st->offloaded, n->id, strlen(n->id)) != SIZE_MAX) continue;
+        ck__offload o = {ck__strndup(n->id, strlen(n->id)), ck__strndup(n->tool, strlen(n->tool)),
+                         ck__strndup(n->path, strlen(n->path)), n->bytes, n->lines};
+        if (!o.id || !o.tool || !o.path ||
+            ck__grow((void **)&st->offloads, &st->cap_offloads, st->n_offloads + 1, sizeof o)) {
+            ck__free(o.id);
+            ck__free(o.tool);
+            ck__free(o.path);
+            return CK_ENOMEM;
+        }
+        st->offloads[st->n_offloads] = o;
+        if (ck__idmap_put(&st->offloaded, o.id, strlen(o.id), st->n_offloads) < 0) {
+            ck__free(o.id);
+            ck__free(o.tool);
+            ck__free(o.path);
+            return CK_ENOMEM;
+        }
+        st->n_offloads++;
+    }
+    return CK_OK;
+}
+
 int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     ck__error_clear(err);
     if (!self || !c || c->owner != self) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
@@ -1095,6 +1128,8 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
         st->compacted += c->summarized;
     }
     st->last_view = c->tokens_after;
+    rc = commit_offloads(c);
+    if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     if (!compacted && !c->n_new_offloads) return CK_OK; /* nothing changed: no record */
     rc = ck__build_record(c);
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);

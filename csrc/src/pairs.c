@@ -291,7 +291,8 @@ static int emit_plain(const analysis *a, ck_view *v, size_t i) {
             if (ck__msg_parts(h, i)[k].kind != CK_PART_TOOL_RESULT) only_results = 0;
         /* A "tool" message is a result whatever else it holds: a note there would stand as a
          * result without a call. */
-        if (only_results || msg->role == CK_ROLE_TOOL) return CK_OK;
+        if ((only_results && msg->role != CK_ROLE_ASSISTANT) || msg->role == CK_ROLE_TOOL)
+            return CK_OK;
         int rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
         ck_part note;
         memset(&note, 0, sizeof note);

@@ -179,6 +179,34 @@ TEST(warn_offloads_outside_the_tail) {
     free(j);
 }
 
+/* A compaction dropped before finish leaves the session state as it was (its offloads are
+ * recorded by the next compaction that makes them); a reset while one is open is harmless. */
+TEST(unfinished_compactions_change_nothing) {
+    char *j = session_json(8, 2, 6000);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    ck_compactor *k = compactor((uint64_t)((double)total / 0.65), "unfinished");
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_begin(k, h, 0, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_WARN);
+    ck_compaction_free(c);
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    const char *rec = ck_compaction_record(c, NULL);
+    OK(rec && strstr(rec, "\"tool_call_id\":\"call_0\""));
+    ck_compaction_free(c);
+    ck_compactor_reset(k);
+    INT_EQ(ck_compactor_begin(k, h, 0, &c, &err), CK_OK);
+    ck_compactor_reset(k);
+    INT_EQ(ck_compactor_finish(k, c, &err), CK_OK);
+    rec = ck_compaction_record(c, NULL);
+    OK(rec && strstr(rec, "\"tool_call_id\":\"call_0\""));
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
 /* The tool-time gate: a 50 KB single-line output comes back as a placeholder whose preview is
  * capped in bytes, with where the full text is; a short output is kept as it is. */
 TEST(offload_gate_caps_previews) {
@@ -532,7 +560,7 @@ static void setup(void) { make_store(); }
 static void teardown(void) { remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
-                 RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(soft_summarizes_and_is_bounded)
+                 RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(unfinished_compactions_change_nothing) RUN(soft_summarizes_and_is_bounded)
                      RUN(bad_summaries_fall_back) RUN(emergency_needs_no_model)
                          RUN(written_back_view_is_recognized) RUN(session_resumes_from_the_log)
                              RUN(broken_pairs_are_repaired_in_views)

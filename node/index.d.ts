@@ -1,0 +1,485 @@
+// Type declarations for ctxkeel (hand-written; see node/index.js and docs/mapping.md).
+
+/** A message format: Chat Completions ("openai"), Messages API ("anthropic"), or detected. */
+export type Format = 'auto' | 'openai' | 'anthropic';
+
+/** Token estimators: the calibrated default, or UTF-8 bytes / 4 rounded up. */
+export type Estimator = 'default' | 'chars4';
+
+/** An OpenAI tool call as it appears in an assistant message's `tool_calls`. */
+export interface ToolCall {
+  id: string;
+  type?: 'function' | (string & {});
+  function: {
+    name: string;
+    /** JSON text; a non-string value is read as its JSON.stringify text. */
+    arguments?: string | unknown;
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+}
+
+/** A text content block. */
+export interface TextBlock {
+  type: 'text';
+  text: string;
+  [key: string]: unknown;
+}
+
+/** An Anthropic tool_use block. `input` is read as its JSON.stringify text. */
+export interface ToolUseBlock {
+  type: 'tool_use';
+  id: string;
+  name: string;
+  input?: unknown;
+  [key: string]: unknown;
+}
+
+/** An Anthropic tool_result block. */
+export interface ToolResultBlock {
+  type: 'tool_result';
+  tool_use_id: string;
+  content?: string | Array<TextBlock | ContentBlock | string> | null;
+  is_error?: boolean;
+  [key: string]: unknown;
+}
+
+/** Any other block (images, thinking, documents...); kept untouched. */
+export interface ContentBlock {
+  type: string;
+  [key: string]: unknown;
+}
+
+/**
+ * A message in either format. Unknown fields are kept as they are; content is a string, a
+ * list of blocks (bare strings are text), null or absent.
+ */
+export interface Message {
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | (string & {});
+  content?:
+    | string
+    | Array<TextBlock | ToolUseBlock | ToolResultBlock | ContentBlock | string>
+    | null;
+  /** OpenAI: the calls of an assistant message. */
+  tool_calls?: ToolCall[] | null;
+  /** OpenAI: the call a role "tool" message answers (required for role "tool"). */
+  tool_call_id?: string;
+  [key: string]: unknown;
+}
+
+/** A tool schema as sent to a provider (any JSON object; counted by its JSON text). */
+export type ToolSchema = Record<string, unknown>;
+
+export interface EstimateOptions {
+  /** Default 'default'. */
+  estimator?: Estimator;
+}
+
+export interface FormatOptions {
+  /** Default 'auto': Anthropic when any Anthropic block is present, else OpenAI. */
+  format?: Format;
+}
+
+/** The kinds of tool-call pairing violation. */
+export type PairIssueKind =
+  | 'orphan_result'
+  | 'missing_result'
+  | 'not_adjacent'
+  | 'duplicate_result'
+  | 'duplicate_call'
+  | 'empty_id'
+  | 'misplaced'
+  | 'result_order';
+
+export interface PairViolation {
+  kind: PairIssueKind;
+  /** Index of the message in the list. */
+  index: number;
+  /** Index of the part in that message: content items first, then tool_calls. */
+  part: number;
+  /** The tool-call id involved ('' when it is empty). */
+  toolCallId: string;
+  /** A sentence describing the violation, for logs. */
+  message: string;
+}
+
+/** The five anchors of a checkpoint, in their fixed order; null means N/A. */
+export interface Anchors {
+  user_intent: string | null;
+  execution_progress: string | null;
+  key_decisions: string | null;
+  tried_solutions: string | null;
+  next_steps: string | null;
+}
+
+/** Input to mergeAnchors: missing keys, null and N/A text ("N/A", "- N/A", "none") are N/A. */
+export type AnchorsInput = Partial<Record<keyof Anchors, string | null>>;
+
+export interface ParsedAnchors {
+  anchors: Anchors;
+  /** The free summary ('' when there is none). */
+  summary: string;
+}
+
+/** A status code of the core. */
+export type StatusName =
+  | 'CK_OK'
+  | 'CK_ENOMEM'
+  | 'CK_EINVAL'
+  | 'CK_ESYNTAX'
+  | 'CK_ETYPE'
+  | 'CK_EMISSING'
+  | 'CK_EUTF8'
+  | 'CK_EFORMAT'
+  | 'CK_ETOOBIG'
+  | 'CK_EIO'
+  | 'CK_ECLOSED'
+  | 'CK_EBUSY'
+  | 'CK_ETIMEDOUT'
+  | 'CK_ECANCELED'
+  | 'CK_ESUMMARY'
+  | 'CK_ESTATE';
+
+export interface StatusCode {
+  /** 0 for CK_OK, negative for errors. */
+  readonly code: number;
+  /** A short description. */
+  readonly text: string;
+}
+
+/**
+ * Tokens for a string, a message, a message list (items have "role") or a list of tool schemas
+ * (items without "role", counted by their JSON text). The default estimator adds a per-message
+ * and a per-list overhead; 'chars4' is ceil(UTF-8 bytes / 4).
+ * @throws {TypeError} when `x` is none of these.
+ * @throws {InputError} with code CK_ETYPE / CK_EMISSING for a malformed message.
+ */
+export function estimateTokens(
+  x: string | Message | Message[] | ToolSchema[],
+  options?: EstimateOptions | null,
+): number;
+
+/**
+ * Every violation of the provider's tool-call rules, in message order; [] when valid.
+ * @throws {TypeError} when `messages` is not an array.
+ * @throws {InputError} CK_ETYPE / CK_EMISSING for a malformed message, CK_EFORMAT when the
+ * list mixes formats or does not match `options.format`.
+ */
+export function checkPairs(
+  messages: readonly Message[],
+  options?: FormatOptions | null,
+): PairViolation[];
+
+/**
+ * A new list that passes checkPairs: results without a call and duplicates dropped, a stub
+ * result added for each call without one, results moved right after their call. Unchanged
+ * messages are the same objects; the input is never mutated; repairing twice changes nothing.
+ * @throws like checkPairs.
+ */
+export function repairPairs<M extends Message>(
+  messages: readonly M[],
+  options?: FormatOptions | null,
+): Array<M | Message>;
+
+/** Parses a model's checkpoint reply (Markdown sections or JSON). Never fails on odd text. */
+export function parseAnchors(text: string): ParsedAnchors;
+
+/**
+ * Merges two anchor sets: each anchor of `newer` that is not N/A replaces the one of `older`.
+ * @throws {TypeError} when an argument is not an object, null or undefined.
+ * @throws {InputError} CK_ETYPE when an anchor value is neither a string nor null.
+ */
+export function mergeAnchors(
+  older: AnchorsInput | null | undefined,
+  newer: AnchorsInput | null | undefined,
+): Anchors;
+
+/** Compaction tiers, in order of severity (DESIGN section 2). */
+export type Tier = 'none' | 'warn' | 'soft' | 'full' | 'emergency';
+
+export interface CompactorOptions {
+  /** The model's context window in tokens (required; a positive integer). */
+  contextWindow: number;
+  /** The session's id; null (the default) makes a random one, and nothing is resumed. With an
+   * id whose audit log exists under storeDir, the last checkpoint is resumed from it. */
+  sessionId?: string | null;
+  /** Where evidence and audit logs go. Default '.ctxkeel'. */
+  storeDir?: string;
+  /** Tier thresholds as fractions of the window, each in (0, 1] and increasing.
+   * Defaults 0.6, 0.7, 0.8, 0.95. */
+  warn?: number;
+  soft?: number;
+  full?: number;
+  emergency?: number;
+  /** Messages kept verbatim at the end (widened to whole turns). Default 6. */
+  keepTail?: number;
+  /** Compaction-time offload gate, in bytes. Default 4000. */
+  offloadThreshold?: number;
+  /** offload() gate, in bytes. Default 10000. */
+  toolOffloadThreshold?: number;
+  /** Bound of the checkpoint; null (the default) means window / 20 within [256, 8192]. */
+  summaryMaxTokens?: number | null;
+  /** Seconds to wait for the summarizer before the extractive one takes over. Default 60. The
+   * timer does not keep the process alive: a summarizer that waits on nothing (no socket, no
+   * timer) lets the process exit before the timeout. */
+  summarizeTimeout?: number;
+  /** Default 'default'. */
+  estimator?: Estimator;
+  /** Default 'auto'. */
+  format?: Format;
+  /** Pin the first user message (the task) verbatim. Default true. */
+  pinFirstUser?: boolean;
+  /** Called with every audit record, after the compaction that wrote it. What it throws (or a
+   * Promise it returns rejects with) is reported with process.emitWarning. */
+  onCompaction?: ((record: CompactionRecord) => void | Promise<void>) | null;
+}
+
+/** The options in force, defaults filled in (Compactor.options). */
+export interface ResolvedCompactorOptions {
+  readonly contextWindow: number;
+  readonly sessionId: string;
+  readonly storeDir: string;
+  readonly warn: number;
+  readonly soft: number;
+  readonly full: number;
+  readonly emergency: number;
+  readonly keepTail: number;
+  readonly offloadThreshold: number;
+  readonly toolOffloadThreshold: number;
+  readonly summaryMaxTokens: number;
+  readonly summarizeTimeout: number;
+  readonly estimator: Estimator;
+  readonly format: Format;
+  readonly pinFirstUser: boolean;
+}
+
+/** What a summarizer is asked to do. */
+export interface SummaryRequest<M extends Message = Message> {
+  /** The system prompt. */
+  system: string;
+  /** The user prompt: instructions, the previous checkpoint, the messages (fenced as data). */
+  prompt: string;
+  /** The reply's budget in tokens. */
+  maxTokens: number;
+  /** 'soft' or 'full'. */
+  tier: Tier;
+  /** The caller's own message objects being summarized (a slice of the list given to
+   * compact()). */
+  messages: M[];
+  /** The previous checkpoint's text, or null. */
+  previous: string | null;
+}
+
+/**
+ * Writes a checkpoint: returns Markdown sections (## User Intent, ## Execution Progress,
+ * ## Key Decisions, ## Tried Solutions, ## Next Steps, ## Summary) or JSON with those keys. The
+ * signal fires when the reply is no longer wanted (timeout or abort).
+ */
+export type Summarizer<M extends Message = Message> = (
+  request: SummaryRequest<M>,
+  context: { signal: AbortSignal },
+) => string | PromiseLike<string>;
+
+export interface CompactOptions<M extends Message = Message> {
+  /** The tool schemas sent with the request; their tokens count towards the window. */
+  tools?: ToolSchema[] | null;
+  /** The checkpoint writer; null or absent means the built-in extractive summarizer. */
+  summarize?: Summarizer<M> | null;
+  /** Aborting rejects compact() with an Error named 'AbortError' (code 'ABORT_ERR'). */
+  signal?: AbortSignal | null;
+}
+
+/** One tool output moved to the evidence store. */
+export interface OffloadedOutput {
+  tool_call_id: string;
+  tool_name: string;
+  path: string;
+  bytes: number;
+  lines: number;
+}
+
+/** An audit record (DESIGN section 8), one line of <storeDir>/compactions/<sessionId>.jsonl. */
+export interface CompactionRecord {
+  id: string;
+  session_id: string;
+  /** ISO 8601. */
+  timestamp: string;
+  tier: Tier;
+  tokens_before: number;
+  tokens_after: number;
+  msgs_before: number;
+  msgs_after: number;
+  /** Messages folded into the checkpoint by this compaction. */
+  summarized: number;
+  preserved_tail: number;
+  offloaded: OffloadedOutput[];
+  anchors: Anchors;
+  /** The checkpoint message's text, or null when there is none. */
+  checkpoint: string | null;
+  /** How much of the history the checkpoint stands for. */
+  covered: { count: number; fingerprint: string } | null;
+  duration_ms: number;
+  /** What went wrong without failing the compaction ('; '-separated), or null. */
+  error: string | null;
+  /** Why the extractive summarizer wrote the checkpoint instead of the model, or null. */
+  fallback: string | null;
+  estimator: Estimator;
+  [key: string]: unknown;
+}
+
+export interface CompactionResult<M extends Message = Message> {
+  /** The view to send: unchanged messages are the caller's objects; the others are new. */
+  messages: Array<M | Message>;
+  tier: Tier;
+  /** The audit record, or null when the view did not change (nothing was written). */
+  record: CompactionRecord | null;
+  /** Estimated tokens of the view before and after, tool schemas included. */
+  tokensBefore: number;
+  tokensAfter: number;
+}
+
+export interface ReadEvidenceOptions {
+  /** First line, from 0. Default 0. */
+  offset?: number;
+  /** Number of lines, at least 1. Default 200. */
+  limit?: number;
+}
+
+export interface EvidenceHit {
+  /** The tool-call id (or the evidence file's name). */
+  ref: string;
+  /** 1-based line number. */
+  line: number;
+  /** The line, without its newline. */
+  text: string;
+}
+
+/** An OpenAI tool call of read_evidence. */
+export interface ReadEvidenceToolCall {
+  id: string;
+  type?: 'function';
+  function: { name: 'read_evidence' | (string & {}); arguments: string | Record<string, unknown> };
+}
+
+/** An Anthropic tool_use block of read_evidence. */
+export interface ReadEvidenceToolUse {
+  type: 'tool_use';
+  id: string;
+  name: 'read_evidence' | (string & {});
+  input: unknown;
+}
+
+export interface ReadEvidenceToolMessage {
+  role: 'tool';
+  tool_call_id: string;
+  content: string;
+}
+
+export interface ReadEvidenceToolResult {
+  type: 'tool_result';
+  tool_use_id: string;
+  content: string;
+  /** Set when the model's call could not be answered (bad arguments, unknown ref). */
+  is_error?: true;
+}
+
+/** The read_evidence tool in OpenAI's function shape. */
+export interface OpenAIToolDefinition {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+/** The read_evidence tool in Anthropic's tool shape. */
+export interface AnthropicToolDefinition {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+}
+
+/**
+ * One agent session's compactor. Before every model call, `await compact(history)` returns the
+ * view to send; the history itself is never changed. One compaction at a time per compactor.
+ * @throws {TypeError | RangeError} for a bad option, {InputError} CK_EINVAL when the thresholds
+ * are not increasing.
+ */
+export class Compactor {
+  constructor(options: CompactorOptions);
+
+  /**
+   * The view of `messages` to send now. Rejects with TypeError for bad arguments, InputError
+   * for malformed messages, CtxkeelError CK_EBUSY while another compact() of this compactor
+   * is running, CK_ECLOSED after close(), and an Error named 'AbortError' when `signal` aborts.
+   * A failing, hanging or nonsensical summarizer never rejects: record.fallback says why.
+   */
+  compact<M extends Message>(
+    messages: readonly M[],
+    options?: CompactOptions<M> | null,
+  ): Promise<CompactionResult<M>>;
+
+  /**
+   * The tool-time gate: a new message with each tool result longer than toolOffloadThreshold
+   * bytes stored and replaced by a placeholder, or the very same message when none is.
+   */
+  offload<M extends Message>(message: M): M | Message;
+
+  /**
+   * Lines [offset, offset + limit) of an offloaded output, exactly as stored; '' past the end.
+   * `ref` is a tool-call id or the path a placeholder states.
+   * @throws {InputError} CK_EINVAL when there is no such evidence.
+   */
+  readEvidence(ref: string, options?: ReadEvidenceOptions | null): string;
+
+  /**
+   * The lines matching `pattern` (a POSIX extended regular expression) in one output, or in all
+   * of the session's when `ref` is null. @throws {InputError} CK_EINVAL for a bad pattern or an
+   * unknown ref.
+   */
+  searchEvidence(ref: string | null, pattern: string): EvidenceHit[];
+
+  /** Answers a model's read_evidence call; its mistakes come back as explanatory content. */
+  handleReadEvidence(call: ReadEvidenceToolCall): ReadEvidenceToolMessage;
+  handleReadEvidence(call: ReadEvidenceToolUse): ReadEvidenceToolResult;
+
+  /** The provider's prompt-token count for the last view returned; corrects later estimates. */
+  observeUsage(promptTokens: number): void;
+
+  /** Forgets the session state (checkpoint, coverage, offloads); the audit log stays.
+   * @throws {CtxkeelError} CK_EBUSY during a compact(). */
+  reset(): void;
+
+  /** Frees the native state now; every later call throws CK_ECLOSED. Safe to call twice. */
+  close(): void;
+
+  readonly closed: boolean;
+  readonly sessionId: string;
+  /** The correction factor learnt from observeUsage (1 until then). */
+  readonly usageFactor: number;
+  readonly options: ResolvedCompactorOptions;
+}
+
+/** The read_evidence tool definition for a tool list. */
+export function readEvidenceTool(format?: 'openai'): OpenAIToolDefinition;
+export function readEvidenceTool(format: 'anthropic'): AnthropicToolDefinition;
+
+/** The core library's version, "MAJOR.MINOR.PATCH". */
+export const version: string;
+
+/** Every status code of the core, by name. */
+export const statusCodes: Readonly<Record<StatusName, StatusCode>>;
+
+/** Base class of the errors ctxkeel throws. */
+export class CtxkeelError extends globalThis.Error {
+  /** The CK_E... name of the status. */
+  code: StatusName;
+  /** Index of the offending message, when known. */
+  index?: number;
+  /** The place in the input, such as "messages[3].tool_calls[0].id", when known. */
+  where?: string;
+  /** Byte offset into text, when known. */
+  offset?: number;
+}
+
+/** Errors caused by bad input (CK_EINVAL, CK_ETYPE, CK_EMISSING, CK_EUTF8, CK_EFORMAT...). */
+export class InputError extends CtxkeelError {}
+
+export { CtxkeelError as Error };

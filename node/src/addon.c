@@ -1,0 +1,550 @@
+/*
+ * addon.c - the ctxkeel Node-API addon: module setup, per-addon state, errors, and the
+ * functions that need no message mapping (token estimates, anchors, status codes). The
+ * Compactor class lives in compactor.c.
+ *
+ * node/index.js loads this module, checks arguments and exports the public API. The C side
+ * checks argument types again because the addon can be loaded directly.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "napi_util.h"
+
+const char *const ckjs_format_names[3] = {"auto", "openai", "anthropic"};
+const char *const ckjs_estimator_names[2] = {"default", "chars4"};
+
+/* ------------------------------------------------------------------------------------------ */
+/* State and errors                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+ckjs_state *ckjs_state_get(napi_env env) {
+    void *data = NULL;
+    if (napi_get_instance_data(env, &data) != napi_ok) return NULL;
+    return data;
+}
+
+static void state_finalize(napi_env env, void *data, void *hint) {
+    (void)hint;
+    ckjs_state *state = data;
+    if (!state) return;
+    /* The environment is going away: there is no caller to report a failed deletion to, so
+     * each reference is released on its own and the struct is freed regardless. */
+    napi_ref refs[] = {state->json_stringify, state->json_parse, state->error_class,
+                       state->input_error_class, state->job_class};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        if (refs[i] && napi_delete_reference(env, refs[i]) != napi_ok) continue;
+    }
+    free(state);
+}
+
+void ckjs_throw_last_error(napi_env env, const char *call) {
+    /* The error info must be read first: any other napi call overwrites it. */
+    const napi_extended_error_info *info = NULL;
+    napi_status got = napi_get_last_error_info(env, &info);
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) != napi_ok || pending) return;
+    char message[256];
+    const char *what =
+        got == napi_ok && info && info->error_message ? info->error_message : "unknown failure";
+    snprintf(message, sizeof message, "ctxkeel: %s failed: %s", call, what);
+    /* If even throwing fails there is nothing left to do; the call returns NULL and Node
+     * reports the missing return value. */
+    if (napi_throw_error(env, NULL, message) != napi_ok) return;
+}
+
+/* Sets obj[key] = a number. */
+static int set_number(napi_env env, napi_value obj, const char *key, double number) {
+    napi_value value;
+    NODE_API_CALL_RC(env, napi_create_double(env, number, &value));
+    NODE_API_CALL_RC(env, napi_set_named_property(env, obj, key, value));
+    return CK_OK;
+}
+
+/* Sets obj[key] = a string of `len` bytes (NAPI_AUTO_LENGTH for NUL-terminated). */
+static int set_string(napi_env env, napi_value obj, const char *key, const char *s, size_t len) {
+    napi_value value;
+    NODE_API_CALL_RC(env, napi_create_string_utf8(env, s, len, &value));
+    NODE_API_CALL_RC(env, napi_set_named_property(env, obj, key, value));
+    return CK_OK;
+}
+
+napi_value ckjs_throw_status(napi_env env, const ck_error *err) {
+    char text[320];
+    const char *msg = err->msg ? err->msg : ck_strerror(err->code);
+    if (err->where[0])
+        snprintf(text, sizeof text, "ctxkeel: %s: %s", err->where, msg);
+    else
+        snprintf(text, sizeof text, "ctxkeel: %s", msg);
+    napi_value message, error, ctor = NULL;
+    NODE_API_CALL(env, napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &message));
+    ckjs_state *state = ckjs_state_get(env);
+    napi_ref ref = NULL;
+    if (state) ref = CK_IS_INPUT_ERROR(err->code) ? state->input_error_class : state->error_class;
+    if (ref) NODE_API_CALL(env, napi_get_reference_value(env, ref, &ctor));
+    if (ctor) {
+        NODE_API_CALL(env, napi_new_instance(env, ctor, 1, &message, &error));
+    } else {
+        napi_value code;
+        NODE_API_CALL(
+            env, napi_create_string_utf8(env, ck_err_name(err->code), NAPI_AUTO_LENGTH, &code));
+        NODE_API_CALL(env, napi_create_error(env, code, message, &error));
+    }
+    if (set_string(env, error, "code", ck_err_name(err->code), NAPI_AUTO_LENGTH)) return NULL;
+    if (err->index != CK_NONE && set_number(env, error, "index", (double)err->index)) return NULL;
+    if (err->where[0] && set_string(env, error, "where", err->where, NAPI_AUTO_LENGTH)) return NULL;
+    /* Offsets are byte positions in JSON text; only codes about text carry a meaningful one. */
+    if ((err->code == CK_ESYNTAX || err->code == CK_EUTF8 || err->offset) &&
+        set_number(env, error, "offset", (double)err->offset))
+        return NULL;
+    NODE_API_CALL(env, napi_throw(env, error));
+    return NULL;
+}
+
+napi_value ckjs_fail(napi_env env, int rc, const ck_error *err) {
+    if (rc == CKJS_THROWN) return NULL;
+    if (err && err->code == rc) return ckjs_throw_status(env, err);
+    /* A status without a filled ck_error (out of memory before any place was known). */
+    ck_error bare;
+    memset(&bare, 0, sizeof bare);
+    bare.code = rc;
+    bare.index = CK_NONE;
+    return ckjs_throw_status(env, &bare);
+}
+
+static napi_value throw_arg_error(napi_env env, int range, const char *fmt, va_list ap) {
+    char text[320];
+    int n = snprintf(text, sizeof text, "ctxkeel: ");
+    vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
+    if (range)
+        NODE_API_CALL(env, napi_throw_range_error(env, "ERR_INVALID_ARG_VALUE", text));
+    else
+        NODE_API_CALL(env, napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", text));
+    return NULL;
+}
+
+napi_value ckjs_throw_type_error(napi_env env, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    throw_arg_error(env, 0, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+napi_value ckjs_throw_range_error(napi_env env, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    throw_arg_error(env, 1, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+const char *ckjs_type_name(napi_env env, napi_value value) {
+    napi_valuetype type;
+    if (napi_typeof(env, value, &type) != napi_ok) return "a value";
+    switch (type) {
+        case napi_undefined: return "undefined";
+        case napi_null: return "null";
+        case napi_boolean: return "a boolean";
+        case napi_number: return "a number";
+        case napi_string: return "a string";
+        case napi_symbol: return "a symbol";
+        case napi_function: return "a function";
+        case napi_external: return "an external";
+        case napi_bigint: return "a bigint";
+        case napi_object: break;
+    }
+    bool is_array = false;
+    if (napi_is_array(env, value, &is_array) == napi_ok && is_array) return "an array";
+    return "an object";
+}
+
+int ckjs_choice(napi_env env, napi_value value, const char *what, const char *const *names,
+                int n_names, int fallback, int *out) {
+    napi_valuetype type = napi_undefined;
+    if (value) {
+        NODE_API_CALL_BASE(env, napi_typeof(env, value, &type), -1);
+    }
+    if (type == napi_undefined) {
+        *out = fallback;
+        return 0;
+    }
+    char list[128];
+    size_t at = 0;
+    for (int i = 0; i < n_names && at < sizeof list; i++) {
+        const char *sep = i == 0 ? "" : (i == n_names - 1 ? " or " : ", ");
+        int n = snprintf(list + at, sizeof list - at, "%s'%s'", sep, names[i]);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+    if (type != napi_string) {
+        ckjs_throw_type_error(env, "%s must be %s, not %s", what, list, ckjs_type_name(env, value));
+        return -1;
+    }
+    /* Every valid name is short; a longer string is copied truncated and matches none. */
+    char buf[32];
+    size_t len = 0;
+    NODE_API_CALL_BASE(env, napi_get_value_string_utf8(env, value, buf, sizeof buf, &len), -1);
+    for (int i = 0; i < n_names; i++) {
+        if (strlen(names[i]) == len && memcmp(names[i], buf, len) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    ckjs_throw_range_error(env, "%s must be %s", what, list);
+    return -1;
+}
+
+napi_value ckjs_string(napi_env env, const char *s, size_t len) {
+    napi_value value;
+    NODE_API_CALL(env, napi_create_string_utf8(env, len ? s : "", len, &value));
+    return value;
+}
+
+int ckjs_json_stringify(napi_env env, napi_value value, napi_value *out) {
+    ckjs_state *state = ckjs_state_get(env);
+    napi_value fn, recv;
+    if (!state || !state->json_stringify) {
+        NODE_API_CALL_RC(env, napi_throw_error(env, NULL, "ctxkeel: addon state is missing"));
+        return CKJS_THROWN;
+    }
+    NODE_API_CALL_RC(env, napi_get_reference_value(env, state->json_stringify, &fn));
+    NODE_API_CALL_RC(env, napi_get_undefined(env, &recv));
+    NODE_API_CALL_RC(env, napi_call_function(env, recv, fn, 1, &value, out));
+    return CK_OK;
+}
+
+int ckjs_json_parse(napi_env env, const char *text, size_t len, napi_value *out) {
+    ckjs_state *state = ckjs_state_get(env);
+    napi_value fn, recv, arg;
+    if (!state || !state->json_parse) {
+        NODE_API_CALL_RC(env, napi_throw_error(env, NULL, "ctxkeel: addon state is missing"));
+        return CKJS_THROWN;
+    }
+    if (!(arg = ckjs_string(env, text, len))) return CKJS_THROWN;
+    NODE_API_CALL_RC(env, napi_get_reference_value(env, state->json_parse, &fn));
+    NODE_API_CALL_RC(env, napi_get_undefined(env, &recv));
+    NODE_API_CALL_RC(env, napi_call_function(env, recv, fn, 1, &arg, out));
+    return CK_OK;
+}
+
+int ckjs_dup_string(napi_env env, napi_value value, char **out, size_t *len) {
+    size_t n = 0;
+    *out = NULL;
+    NODE_API_CALL_RC(env, napi_get_value_string_utf8(env, value, NULL, 0, &n));
+    char *buf = malloc(n + 1);
+    if (!buf) return CK_ENOMEM;
+    if (napi_get_value_string_utf8(env, value, buf, n + 1, len) != napi_ok) {
+        ckjs_throw_last_error(env, "napi_get_value_string_utf8");
+        free(buf);
+        return CKJS_THROWN;
+    }
+    *out = buf;
+    return CK_OK;
+}
+
+int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_t max,
+                  napi_value *this_arg) {
+    size_t argc = max;
+    NODE_API_CALL_RC(env, napi_get_cb_info(env, info, &argc, argv, this_arg, NULL));
+    for (size_t i = argc; i < max; i++)
+        argv[i] = NULL;
+    return CK_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* estimateTokens                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* True when `list` is a message list: empty, or its first item is an object with a role. An
+ * array of anything else is taken for a list of tool schemas. */
+static int looks_like_messages(napi_env env, napi_value list, bool *yes) {
+    uint32_t n = 0;
+    NODE_API_CALL_RC(env, napi_get_array_length(env, list, &n));
+    *yes = n == 0;
+    if (n == 0) return CK_OK;
+    napi_value first, role;
+    napi_valuetype type;
+    NODE_API_CALL_RC(env, napi_get_element(env, list, 0, &first));
+    NODE_API_CALL_RC(env, napi_typeof(env, first, &type));
+    if (type != napi_object) return CK_OK;
+    NODE_API_CALL_RC(env, napi_get_named_property(env, first, "role", &role));
+    NODE_API_CALL_RC(env, napi_typeof(env, role, &type));
+    *yes = type != napi_undefined;
+    return CK_OK;
+}
+
+/* Estimates a string's tokens, or, for the tool-schema path, the JSON text of any value. */
+static int estimate_string(napi_env env, napi_value value, int tools, ck_estimator est,
+                           uint64_t *tokens) {
+    char *text = NULL;
+    size_t len = 0;
+    int rc = ckjs_dup_string(env, value, &text, &len);
+    if (rc) return rc;
+    *tokens = tools ? ck_estimate_tools(text, len, est) : ck_estimate_text(text, len, est);
+    free(text);
+    return CK_OK;
+}
+
+static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
+    napi_value argv[2];
+    if (ckjs_get_args(env, info, argv, 2, NULL)) return NULL;
+    int est = 0;
+    if (ckjs_choice(env, argv[1], "options.estimator", ckjs_estimator_names, 2, 0, &est))
+        return NULL;
+    napi_value x = argv[0];
+    napi_valuetype type = napi_undefined;
+    bool is_array = false;
+    if (x) {
+        NODE_API_CALL(env, napi_typeof(env, x, &type));
+        NODE_API_CALL(env, napi_is_array(env, x, &is_array));
+    }
+    uint64_t tokens = 0;
+    ck_error err;
+    memset(&err, 0, sizeof err);
+    int rc = CK_OK;
+    if (type == napi_string) {
+        rc = estimate_string(env, x, 0, (ck_estimator)est, &tokens);
+    } else if (is_array) {
+        bool messages = false;
+        if ((rc = looks_like_messages(env, x, &messages))) return NULL;
+        if (messages) {
+            ckjs_messages src;
+            if (!(rc = ckjs_messages_read(env, x, &src, &err))) {
+                tokens = ck_estimate_history(src.history, (ck_estimator)est);
+                ckjs_messages_dispose(&src);
+            }
+        } else {
+            napi_value json;
+            if (!(rc = ckjs_json_stringify(env, x, &json)))
+                rc = estimate_string(env, json, 1, (ck_estimator)est, &tokens);
+        }
+    } else if (type == napi_object) {
+        ckjs_messages src;
+        if (!(rc = ckjs_message_read_one(env, x, &src, &err))) {
+            tokens = ck_estimate_message(src.history, 0, (ck_estimator)est);
+            ckjs_messages_dispose(&src);
+        }
+    } else {
+        return ckjs_throw_type_error(
+            env, "x must be a string, a message, a message list or a tool list, not %s",
+            x ? ckjs_type_name(env, x) : "undefined");
+    }
+    if (rc) return ckjs_fail(env, rc, &err);
+    napi_value result;
+    NODE_API_CALL(env, napi_create_double(env, (double)tokens, &result));
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Anchors                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The anchors as a JS object with the five snake_case keys in order; N/A is null. */
+static napi_value anchors_to_js(napi_env env, const ck_anchors *anchors) {
+    napi_value obj;
+    NODE_API_CALL(env, napi_create_object(env, &obj));
+    for (int a = 0; a < CK_ANCHOR_COUNT; a++) {
+        size_t len = 0;
+        const char *text = ck_anchors_get(anchors, (ck_anchor)a, &len);
+        napi_value value;
+        if (text) {
+            NODE_API_CALL(env, napi_create_string_utf8(env, text, len, &value));
+        } else {
+            NODE_API_CALL(env, napi_get_null(env, &value));
+        }
+        NODE_API_CALL(env, napi_set_named_property(env, obj, ck_anchor_key((ck_anchor)a), value));
+    }
+    return obj;
+}
+
+static napi_value parse_anchors(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (ckjs_get_args(env, info, argv, 1, NULL)) return NULL;
+    napi_valuetype type = napi_undefined;
+    if (argv[0]) NODE_API_CALL(env, napi_typeof(env, argv[0], &type));
+    if (type != napi_string)
+        return ckjs_throw_type_error(env, "text must be a string, not %s",
+                                     argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+    char *text = NULL;
+    size_t len = 0;
+    int rc = ckjs_dup_string(env, argv[0], &text, &len);
+    if (rc) return ckjs_fail(env, rc, NULL);
+    ck_anchors *anchors = ck_anchors_parse(text, len);
+    free(text);
+    if (!anchors) return ckjs_fail(env, CK_ENOMEM, NULL);
+    napi_value result = NULL, obj, summary;
+    size_t summary_len = 0;
+    const char *summary_text = ck_anchors_summary(anchors, &summary_len);
+    if (napi_create_object(env, &result) != napi_ok || !(obj = anchors_to_js(env, anchors)) ||
+        napi_set_named_property(env, result, "anchors", obj) != napi_ok ||
+        napi_create_string_utf8(env, summary_text, summary_len, &summary) != napi_ok ||
+        napi_set_named_property(env, result, "summary", summary) != napi_ok) {
+        ckjs_throw_last_error(env, "building the parseAnchors result");
+        result = NULL;
+    }
+    ck_anchors_free(anchors);
+    return result;
+}
+
+/*
+ * Reads a JS anchors object into `out`: each key that holds a string is set (N/A text stays
+ * N/A, as ck_anchors_set decides); null and missing keys are N/A; other types are CK_ETYPE
+ * errors naming "<what>.<key>".
+ */
+static int anchors_from_js(napi_env env, napi_value obj, const char *what, ck_anchors *out,
+                           ck_error *err) {
+    napi_valuetype type = napi_undefined;
+    if (obj) NODE_API_CALL_RC(env, napi_typeof(env, obj, &type));
+    if (type == napi_undefined || type == napi_null) return CK_OK;
+    for (int a = 0; a < CK_ANCHOR_COUNT; a++) {
+        const char *key = ck_anchor_key((ck_anchor)a);
+        napi_value value;
+        NODE_API_CALL_RC(env, napi_get_named_property(env, obj, key, &value));
+        NODE_API_CALL_RC(env, napi_typeof(env, value, &type));
+        if (type == napi_undefined || type == napi_null) continue;
+        if (type != napi_string) {
+            err->code = CK_ETYPE;
+            err->msg = "expected a string or null";
+            err->offset = 0;
+            err->index = CK_NONE;
+            snprintf(err->where, sizeof err->where, "%s.%s", what, key);
+            return CK_ETYPE;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        int rc = ckjs_dup_string(env, value, &text, &len);
+        if (!rc) rc = ck_anchors_set(out, (ck_anchor)a, text, len);
+        free(text);
+        if (rc) return rc;
+    }
+    return CK_OK;
+}
+
+static napi_value merge_anchors(napi_env env, napi_callback_info info) {
+    napi_value argv[2];
+    if (ckjs_get_args(env, info, argv, 2, NULL)) return NULL;
+    static const char *const names[2] = {"old", "new"};
+    for (int i = 0; i < 2; i++) {
+        napi_valuetype type = napi_undefined;
+        bool is_array = false;
+        if (argv[i]) {
+            NODE_API_CALL(env, napi_typeof(env, argv[i], &type));
+            NODE_API_CALL(env, napi_is_array(env, argv[i], &is_array));
+        }
+        if ((type != napi_object && type != napi_null && type != napi_undefined) || is_array)
+            return ckjs_throw_type_error(env, "%s must be an anchors object or null, not %s",
+                                         names[i], ckjs_type_name(env, argv[i]));
+    }
+    ck_anchors *older = ck_anchors_new(), *newer = ck_anchors_new(), *merged = NULL;
+    ck_error err;
+    memset(&err, 0, sizeof err);
+    int rc = older && newer ? CK_OK : CK_ENOMEM;
+    if (!rc) rc = anchors_from_js(env, argv[0], "old", older, &err);
+    if (!rc) rc = anchors_from_js(env, argv[1], "new", newer, &err);
+    if (!rc && !(merged = ck_anchors_merge(older, newer))) rc = CK_ENOMEM;
+    ck_anchors_free(older);
+    ck_anchors_free(newer);
+    napi_value result = rc ? ckjs_fail(env, rc, &err) : anchors_to_js(env, merged);
+    ck_anchors_free(merged);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes, version, error classes                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+static int add_status(napi_env env, napi_value table, const char *name, int code,
+                      const char *text) {
+    napi_value entry;
+    NODE_API_CALL_RC(env, napi_create_object(env, &entry));
+    if (set_number(env, entry, "code", code) ||
+        set_string(env, entry, "text", text, NAPI_AUTO_LENGTH))
+        return CKJS_THROWN;
+    NODE_API_CALL_RC(env, napi_set_named_property(env, table, name, entry));
+    return CK_OK;
+}
+
+/* statusCodes: every code of CK_STATUS_LIST, name -> {code, text}, generated from the list
+ * itself so that the JS names cannot drift from the core's. */
+static napi_value status_table(napi_env env) {
+    napi_value table;
+    NODE_API_CALL(env, napi_create_object(env, &table));
+#define CKJS_STATUS_ENTRY(name, value, text)                                                       \
+    if (add_status(env, table, "CK_" #name, value, text)) return NULL;
+    CK_STATUS_LIST(CKJS_STATUS_ENTRY)
+#undef CKJS_STATUS_ENTRY
+    return table;
+}
+
+/*
+ * _setErrorClasses(ErrorClass, InputErrorClass): index.js hands over the classes that thrown
+ * errors should be instances of. Until it does (a bare addon), plain Errors are thrown.
+ */
+static napi_value set_error_classes(napi_env env, napi_callback_info info) {
+    napi_value argv[2];
+    if (ckjs_get_args(env, info, argv, 2, NULL)) return NULL;
+    for (int i = 0; i < 2; i++) {
+        napi_valuetype type = napi_undefined;
+        if (argv[i]) NODE_API_CALL(env, napi_typeof(env, argv[i], &type));
+        if (type != napi_function)
+            return ckjs_throw_type_error(env, "error class %d must be a function", i);
+    }
+    ckjs_state *state = ckjs_state_get(env);
+    if (!state) return ckjs_throw_type_error(env, "addon state is missing");
+    napi_ref *slots[2] = {&state->error_class, &state->input_error_class};
+    for (int i = 0; i < 2; i++) {
+        napi_ref ref;
+        NODE_API_CALL(env, napi_create_reference(env, argv[i], 1, &ref));
+        if (*slots[i]) NODE_API_CALL(env, napi_delete_reference(env, *slots[i]));
+        *slots[i] = ref;
+    }
+    napi_value undefined;
+    NODE_API_CALL(env, napi_get_undefined(env, &undefined));
+    return undefined;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Module                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+NAPI_MODULE_INIT() {
+    ckjs_state *state = calloc(1, sizeof *state);
+    if (!state) {
+        NODE_API_CALL(env, napi_throw_error(env, "CK_ENOMEM", "ctxkeel: out of memory"));
+        return NULL;
+    }
+    if (napi_set_instance_data(env, state, state_finalize, NULL) != napi_ok) {
+        ckjs_throw_last_error(env, "napi_set_instance_data");
+        free(state);
+        return NULL;
+    }
+    /* JSON.stringify is looked up once per instance: tool_use inputs and non-string arguments
+     * go through it, and user code could replace the global later. */
+    napi_value global, json, stringify, parse;
+    NODE_API_CALL(env, napi_get_global(env, &global));
+    NODE_API_CALL(env, napi_get_named_property(env, global, "JSON", &json));
+    NODE_API_CALL(env, napi_get_named_property(env, json, "stringify", &stringify));
+    NODE_API_CALL(env, napi_create_reference(env, stringify, 1, &state->json_stringify));
+    NODE_API_CALL(env, napi_get_named_property(env, json, "parse", &parse));
+    NODE_API_CALL(env, napi_create_reference(env, parse, 1, &state->json_parse));
+
+    napi_value version, codes;
+    NODE_API_CALL(env, napi_create_string_utf8(env, ck_version(), NAPI_AUTO_LENGTH, &version));
+    if (!(codes = status_table(env))) return NULL;
+    const napi_property_descriptor props[] = {
+        {"estimateTokens", NULL, estimate_tokens, NULL, NULL, NULL, napi_enumerable, NULL},
+        {"checkPairs", NULL, ckjs_check_pairs, NULL, NULL, NULL, napi_enumerable, NULL},
+        {"repairPairs", NULL, ckjs_repair_pairs, NULL, NULL, NULL, napi_enumerable, NULL},
+        {"parseAnchors", NULL, parse_anchors, NULL, NULL, NULL, napi_enumerable, NULL},
+        {"mergeAnchors", NULL, merge_anchors, NULL, NULL, NULL, napi_enumerable, NULL},
+        {"_setErrorClasses", NULL, set_error_classes, NULL, NULL, NULL, napi_default, NULL},
+        {"version", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},
+        {"statusCodes", NULL, NULL, NULL, NULL, codes, napi_enumerable, NULL},
+    };
+    NODE_API_CALL(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+    if (ckjs_compactor_init(env, exports)) return NULL;
+    return exports;
+}

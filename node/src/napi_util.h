@@ -1,0 +1,186 @@
+/*
+ * napi_util.h - what the files of the Node-API addon share: the checked-call macros, the
+ * per-addon state, error helpers, and the two halves of the message mapping (convert.c reads
+ * JS messages into a ck_history, apply.c turns a ck_view back into JS messages).
+ *
+ * The mapping rules are docs/mapping.md; csrc/src/json.c implements the same rules for cJSON.
+ */
+#ifndef CKJS_NAPI_UTIL_H_
+#define CKJS_NAPI_UTIL_H_
+
+#include <node_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctxkeel.h"
+
+/*
+ * Every napi_* call goes through one of these. On failure the last error info is turned into
+ * a JS exception, unless one is already pending (a getter threw, say), and the caller returns
+ * at once. NODE_API_CALL suits napi callbacks (they return NULL to signal a pending
+ * exception), NODE_API_CALL_RETURN_VOID void helpers, and NODE_API_CALL_RC the int-returning
+ * helpers of this addon, which report a pending exception as CKJS_THROWN.
+ */
+#define NODE_API_CALL_BASE(env, call, ret_val)                                                     \
+    do {                                                                                           \
+        napi_status ckjs_status_ = (call);                                                         \
+        if (ckjs_status_ != napi_ok) {                                                             \
+            ckjs_throw_last_error((env), #call);                                                   \
+            return ret_val;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+#define NODE_API_CALL(env, call) NODE_API_CALL_BASE(env, call, NULL)
+#define NODE_API_CALL_RETURN_VOID(env, call) NODE_API_CALL_BASE(env, call, )
+#define NODE_API_CALL_RC(env, call) NODE_API_CALL_BASE(env, call, CKJS_THROWN)
+
+/*
+ * The result of an addon helper that may fail in two ways: with a core status (<= 0, the
+ * ck_error says where), or with a JS exception already pending. Core codes are never positive,
+ * so this value cannot be mistaken for one.
+ */
+#define CKJS_THROWN 1
+
+/* The `host` tags of docs/mapping.md: which JS object a part came from. */
+#define CKJS_HOST_CONTENT_WHOLE 0xFFFFFFu
+#define CKJS_HOST_TOOL_CALL (1u << 24)
+
+/*
+ * Per-addon state, one per loaded instance (main thread or a worker), held with
+ * napi_set_instance_data so that no C static ever holds a napi value.
+ */
+typedef struct ckjs_state {
+    napi_ref json_stringify;    /* the global JSON.stringify, looked up once at load */
+    napi_ref json_parse;        /* the global JSON.parse, likewise */
+    napi_ref error_class;       /* ctxkeel.Error from index.js; NULL when the addon is used bare */
+    napi_ref input_error_class; /* ctxkeel.InputError, likewise */
+    napi_ref job_class;         /* the Job constructor (compactor.c); never exported */
+} ckjs_state;
+
+/* The state of the instance that `env` belongs to (NULL only if loading failed half-way). */
+ckjs_state *ckjs_state_get(napi_env env);
+
+/* Turns the last napi error into a JS exception unless one is pending. `call` names the
+ * failed call for the message. */
+void ckjs_throw_last_error(napi_env env, const char *call);
+
+/*
+ * Throws the Error for a core status: code = the CK_E... name, message "ctxkeel: <where>:
+ * <msg>", and `index`, `where`, `offset` properties where known. Input errors use the
+ * registered InputError class, others the Error class. Returns NULL so that napi callbacks can
+ * `return ckjs_throw_status(...)`.
+ */
+napi_value ckjs_throw_status(napi_env env, const ck_error *err);
+
+/* Throws for a helper's result `rc`: nothing when an exception is already pending
+ * (CKJS_THROWN), the core error otherwise. Returns NULL. */
+napi_value ckjs_fail(napi_env env, int rc, const ck_error *err);
+
+/* Throws TypeError (code ERR_INVALID_ARG_TYPE) or RangeError (code ERR_INVALID_ARG_VALUE)
+ * with a "ctxkeel: " message built from a printf format. Both return NULL. */
+napi_value ckjs_throw_type_error(napi_env env, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+napi_value ckjs_throw_range_error(napi_env env, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* A name for the type of `value` in messages ("a number", "null", "an array"...). Static
+ * string. Returns "a value" if even napi_typeof fails. */
+const char *ckjs_type_name(napi_env env, napi_value value);
+
+/*
+ * Reads an optional string argument against a list of names: undefined -> `fallback`; a known
+ * name -> its index; another string -> RangeError; another type -> TypeError. `what` names the
+ * argument in messages. Returns 0 with *out set, or -1 with an exception pending.
+ */
+int ckjs_choice(napi_env env, napi_value value, const char *what, const char *const *names,
+                int n_names, int fallback, int *out);
+
+/* The accepted values of the `format` and `estimator` options, in ck_format/ck_estimator order. */
+extern const char *const ckjs_format_names[3];
+extern const char *const ckjs_estimator_names[2];
+
+/* Returns a new JS string holding `len` bytes of UTF-8 `s`, or NULL with an exception
+ * pending. */
+napi_value ckjs_string(napi_env env, const char *s, size_t len);
+
+/* Calls the cached JSON.stringify on `value`. *out is undefined when JSON.stringify returns
+ * undefined (a function, a symbol). Returns CK_OK or CKJS_THROWN (a cycle, a BigInt). */
+int ckjs_json_stringify(napi_env env, napi_value value, napi_value *out);
+
+/* Calls the cached JSON.parse on `len` bytes of JSON text the core produced. Returns CK_OK or
+ * CKJS_THROWN. */
+int ckjs_json_parse(napi_env env, const char *text, size_t len, napi_value *out);
+
+/*
+ * Copies a JS string into a new NUL-terminated buffer (malloc; release it with free()).
+ * Returns CK_OK, CK_ENOMEM or CKJS_THROWN. The length is asked for first so that the copy is
+ * exact. The string may hold NUL characters; *len counts them.
+ */
+int ckjs_dup_string(napi_env env, napi_value value, char **out, size_t *len);
+
+/* Reads up to `max` arguments (missing ones are NULL) and, when `this_arg` is not NULL, the
+ * receiver. Returns CK_OK or CKJS_THROWN. */
+int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_t max,
+                  napi_value *this_arg);
+
+/* ------------------------------------------------------------------------------------------ */
+/* convert.c - JS messages to a ck_history                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A history read from JS messages, with the JS object of every message so that a view can
+ * hand the very same objects back. The napi values live in the handle scope of the call that
+ * read them, so a ckjs_messages must not outlive that call.
+ */
+typedef struct ckjs_messages {
+    ck_history *history;
+    napi_value *objects; /* message i's JS object */
+    size_t count;
+} ckjs_messages;
+
+/*
+ * Reads a JS array of messages (docs/mapping.md). `messages` must be an array; the caller
+ * checks that and throws the TypeError. Strings are copied once into the history's storage.
+ * Returns CK_OK, a core status with `err` naming the place ("messages[3].content"), or
+ * CKJS_THROWN. On failure `out` is disposed already.
+ */
+int ckjs_messages_read(napi_env env, napi_value messages, ckjs_messages *out, ck_error *err);
+
+/* Reads one message object as a one-message history; places are named "message.content"... */
+int ckjs_message_read_one(napi_env env, napi_value message, ckjs_messages *out, ck_error *err);
+
+/* Frees the history and the object table. Safe on a zeroed or disposed struct. */
+void ckjs_messages_dispose(ckjs_messages *self);
+
+/* ------------------------------------------------------------------------------------------ */
+/* apply.c - views back to JS, and the pair operations                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Builds the JS message array a view describes: KEEP messages are the source objects
+ * themselves, EDIT messages shallow copies with content/tool_calls rebuilt, NEW messages new
+ * objects in `format`'s shape. Sources are never mutated. Returns NULL with an exception
+ * pending on failure.
+ */
+napi_value ckjs_view_apply(napi_env env, const ckjs_messages *src, const ck_view *view,
+                           ck_format format);
+
+/* checkPairs(messages, format?) and repairPairs(messages, format?) as the addon exports them. */
+napi_value ckjs_check_pairs(napi_env env, napi_callback_info info);
+napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* compactor.c - the Compactor class, its Job class, readEvidenceTool                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Defines `Compactor` and `readEvidenceTool` on `exports` and keeps the (unexported) Job
+ * class in the instance state. Returns CK_OK or CKJS_THROWN. */
+int ckjs_compactor_init(napi_env env, napi_value exports);
+
+#endif /* CKJS_NAPI_UTIL_H_ */

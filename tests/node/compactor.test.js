@@ -1,0 +1,771 @@
+'use strict';
+
+// The Compactor: tiers, views over the caller's own objects, the summarizer discipline (at most
+// one call, none below soft, failures fall back), state across calls and restarts, the audit
+// log, and the async contract (abort, timeout, busy, close, workers, a free event loop).
+
+const { describe, it, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
+const { execFileSync } = require('node:child_process');
+const { getEventListeners } = require('node:events');
+const h = require('./helpers.js');
+const s = require('./sessions.js');
+
+const { ctxkeel } = h;
+const { Compactor } = ctxkeel;
+
+after(s.removeStores);
+
+/** A window in which `messages` fill `ratio` of it. */
+function windowFor(messages, ratio) {
+  return Math.ceil(ctxkeel.estimateTokens(messages) / ratio);
+}
+
+/** A compactor over a fresh store whose window puts `messages` at `ratio`. */
+function compactorAt(messages, ratio, options = {}) {
+  const contextWindow = windowFor(messages, ratio);
+  const compactor = new Compactor({ contextWindow, storeDir: s.tmpStore(), ...options });
+  return { compactor, window: contextWindow };
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Keeps the event loop alive while `fn` runs: the summarize timer is unref'd by design, so a
+ * test whose only pending work is a summarizer that never settles would otherwise just end. */
+async function keepAlive(fn) {
+  const timer = setInterval(() => {}, 1000);
+  try {
+    return await fn();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+const HISTORY = s.syntheticHistory(30);
+
+describe('new Compactor()', () => {
+  it('fills in the defaults and reports them', () => {
+    const c = new Compactor({ contextWindow: 100000, storeDir: s.tmpStore() });
+    const o = c.options;
+    assert.equal(o.contextWindow, 100000);
+    assert.deepEqual([o.warn, o.soft, o.full, o.emergency], [0.6, 0.7, 0.8, 0.95]);
+    assert.equal(o.keepTail, 6);
+    assert.equal(o.offloadThreshold, 4000);
+    assert.equal(o.toolOffloadThreshold, 10000);
+    assert.equal(o.summaryMaxTokens, 5000);
+    assert.equal(o.summarizeTimeout, 60);
+    assert.equal(o.estimator, 'default');
+    assert.equal(o.format, 'auto');
+    assert.equal(o.pinFirstUser, true);
+    assert.match(c.sessionId, /^[0-9a-f]{16}$/);
+    assert.equal(o.sessionId, c.sessionId);
+    assert.equal(c.usageFactor, 1);
+    assert.equal(c.closed, false);
+    assert.notEqual(new Compactor({ contextWindow: 1000, storeDir: o.storeDir }).sessionId,
+      c.sessionId);
+  });
+
+  it('takes every option', () => {
+    const store = s.tmpStore();
+    const c = new Compactor({
+      contextWindow: 5000, sessionId: 'opts', storeDir: store, warn: 0.5, soft: 0.6, full: 0.7,
+      emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
+      summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
+      pinFirstUser: false, onCompaction: null,
+    });
+    assert.deepEqual({ ...c.options }, {
+      contextWindow: 5000, sessionId: 'opts', storeDir: store, warn: 0.5, soft: 0.6, full: 0.7,
+      emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
+      summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
+      pinFirstUser: false,
+    });
+  });
+
+  const BAD = [
+    ['no options', undefined, TypeError, /options must be an object/],
+    ['options that are an array', [], TypeError, /options must be an object, not an array/],
+    ['no contextWindow', {}, TypeError, /options\.contextWindow is required/],
+    ['a string contextWindow', { contextWindow: '8k' }, TypeError, /options\.contextWindow/],
+    ['a zero contextWindow', { contextWindow: 0 }, RangeError, /options\.contextWindow/],
+    ['a fractional contextWindow', { contextWindow: 10.5 }, RangeError, /options\.contextWindow/],
+    ['a threshold above 1', { contextWindow: 10, warn: 1.5 }, RangeError, /options\.warn/],
+    ['a NaN threshold', { contextWindow: 10, soft: NaN }, RangeError, /options\.soft/],
+    ['a zero keepTail', { contextWindow: 10, keepTail: 0 }, RangeError, /options\.keepTail/],
+    ['an unknown estimator', { contextWindow: 10, estimator: 'gpt' }, RangeError,
+      /options\.estimator/],
+    ['an unknown format', { contextWindow: 10, format: 'gemini' }, RangeError, /options\.format/],
+    ['a string pinFirstUser', { contextWindow: 10, pinFirstUser: 'yes' }, TypeError,
+      /options\.pinFirstUser/],
+    ['an empty sessionId', { contextWindow: 10, sessionId: '' }, RangeError,
+      /options\.sessionId/],
+    ['a sessionId with NUL', { contextWindow: 10, sessionId: 'a\0b' }, RangeError,
+      /options\.sessionId/],
+    ['a numeric storeDir', { contextWindow: 10, storeDir: 5 }, TypeError, /options\.storeDir/],
+    ['a zero summarizeTimeout', { contextWindow: 10, summarizeTimeout: 0 }, RangeError,
+      /options\.summarizeTimeout/],
+    ['a string summarizeTimeout', { contextWindow: 10, summarizeTimeout: '60' }, TypeError,
+      /options\.summarizeTimeout/],
+    ['an onCompaction that is not a function', { contextWindow: 10, onCompaction: 1 }, TypeError,
+      /options\.onCompaction/],
+    ['a snake_case option', { contextWindow: 10, keep_tail: 3 }, RangeError,
+      /options\.keep_tail is not an option/],
+  ];
+  for (const [label, options, type, message] of BAD) {
+    it(`rejects ${label}`, () => {
+      assert.throws(() => new Compactor(options), (err) => {
+        assert.ok(err instanceof type, `${err.name}: ${err.message}`);
+        assert.match(err.message, message);
+        return true;
+      });
+    });
+  }
+
+  it('rejects thresholds out of order with InputError CK_EINVAL', () => {
+    assert.throws(() => new Compactor({ contextWindow: 10, warn: 0.8, soft: 0.7 }),
+      { name: 'InputError', code: 'CK_EINVAL', where: 'warn' });
+    assert.throws(() => new Compactor({ contextWindow: 10, full: 0.99 }),
+      { code: 'CK_EINVAL', where: 'full' });
+  });
+
+  it('cannot be called without new', () => {
+    assert.throws(() => Compactor({ contextWindow: 10 }), TypeError);
+  });
+});
+
+describe('compact(): tiers and views', () => {
+  it('returns the same objects and no record below warn, asking no model', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.4);
+    const summarize = s.scripted();
+    const result = await compactor.compact(HISTORY, { summarize });
+    assert.equal(result.tier, 'none');
+    assert.equal(result.record, null);
+    assert.notEqual(result.messages, HISTORY);
+    result.messages.forEach((m, i) => assert.equal(m, HISTORY[i]));
+    assert.equal(result.tokensAfter, result.tokensBefore);
+    assert.equal(summarize.requests.length, 0);
+  });
+
+  it('offloads at warn without a model, keeping every other object', async () => {
+    const { compactor, window } = compactorAt(HISTORY, 0.65);
+    const summarize = s.scripted();
+    const before = structuredClone(HISTORY);
+    const result = await compactor.compact(HISTORY, { summarize });
+    assert.deepEqual(HISTORY, before);
+    assert.equal(result.tier, 'warn');
+    assert.equal(summarize.requests.length, 0);
+    assert.ok(result.record.offloaded.length > 0);
+    assert.equal(result.messages.length, HISTORY.length);
+    const changed = result.messages.filter((m, i) => m !== HISTORY[i]);
+    assert.equal(changed.length, result.record.offloaded.length);
+    for (const m of changed) assert.ok(m.content.startsWith(s.PLACEHOLDER));
+    s.assertView(HISTORY, result, { window });
+  });
+
+  for (const [tier, ratio] of [['soft', 0.75], ['full', 0.85]]) {
+    it(`summarizes once at ${tier} and brings the view under the soft limit`, async () => {
+      const { compactor, window } = compactorAt(HISTORY, ratio);
+      const summarize = s.scripted();
+      const before = structuredClone(HISTORY);
+      const result = await compactor.compact(HISTORY, { summarize });
+      assert.deepEqual(HISTORY, before);
+      assert.equal(result.tier, tier);
+      assert.equal(summarize.requests.length, 1);
+      assert.equal(result.record.fallback, null);
+      assert.ok(result.record.summarized > 0);
+      assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
+      assert.ok(result.tokensAfter <= 0.7 * window);
+      s.assertView(HISTORY, result, { window });
+    });
+  }
+
+  it('folds without a model at emergency', async () => {
+    const { compactor, window } = compactorAt(HISTORY, 0.97);
+    const summarize = s.scripted();
+    const result = await compactor.compact(HISTORY, { summarize });
+    assert.equal(result.tier, 'emergency');
+    assert.equal(summarize.requests.length, 0);
+    assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
+    s.assertView(HISTORY, result, { window });
+  });
+
+  it('uses the extractive summarizer when none is given, not as a fallback', async () => {
+    const { compactor, window } = compactorAt(HISTORY, 0.75);
+    const result = await compactor.compact(HISTORY);
+    assert.equal(result.tier, 'soft');
+    assert.equal(result.record.fallback, null);
+    assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
+    s.assertView(HISTORY, result, { window });
+  });
+
+  it('hands the summarizer the request with the caller\'s own messages', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const summarize = s.scripted();
+    await compactor.compact(HISTORY, { summarize });
+    const [request] = summarize.requests;
+    assert.deepEqual(Object.keys(request).sort(),
+      ['maxTokens', 'messages', 'previous', 'prompt', 'system', 'tier'].sort());
+    assert.equal(typeof request.system, 'string');
+    assert.ok(request.prompt.length > 0);
+    assert.equal(request.maxTokens, compactor.options.summaryMaxTokens);
+    assert.equal(request.tier, 'soft');
+    assert.equal(request.previous, null);
+    assert.ok(request.messages.length > 0);
+    const start = HISTORY.indexOf(request.messages[0]);
+    assert.ok(start >= 0, 'request.messages are not the caller\'s objects');
+    request.messages.forEach((m, k) => assert.equal(m, HISTORY[start + k]));
+  });
+
+  it('counts the tool schemas', async () => {
+    const tools = [ctxkeel.readEvidenceTool(), {
+      type: 'function',
+      function: { name: 'bash', description: 'Run a command. '.repeat(50), parameters: {} },
+    }];
+    const { compactor } = compactorAt(HISTORY, 0.4);
+    const bare = await compactor.compact(HISTORY);
+    const withTools = await compactor.compact(HISTORY, { tools });
+    assert.equal(withTools.tokensBefore - bare.tokensBefore, ctxkeel.estimateTokens(tools));
+  });
+
+  it('compacts an empty history to an empty view', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const result = await compactor.compact([]);
+    assert.deepEqual(result.messages, []);
+    assert.equal(result.tier, 'none');
+  });
+
+  it('repairs broken pairs in the views it returns', async () => {
+    const broken = HISTORY.filter((m, i) => i !== 11 && i !== 30);
+    assert.notDeepEqual(ctxkeel.checkPairs(broken), []);
+    for (const ratio of [0.4, 0.65, 0.75, 0.97]) {
+      const { compactor, window } = compactorAt(broken, ratio);
+      const result = await compactor.compact(broken, { summarize: s.scripted() });
+      assert.deepEqual(ctxkeel.checkPairs(result.messages), [], `ratio ${ratio}`);
+      assert.ok(result.tokensAfter <= result.tokensBefore || result.tier === 'none');
+      if (s.atLeast(result.tier, 'soft')) s.assertView(broken, result, { window });
+    }
+  });
+
+  it('rejects bad arguments', async () => {
+    const c = new Compactor({ contextWindow: 1000, storeDir: s.tmpStore() });
+    const BAD = [
+      [['hi'], TypeError, /messages must be an array/],
+      [[[], 5], TypeError, /options must be an object/],
+      [[[], { tools: {} }], TypeError, /options\.tools/],
+      [[[], { summarize: 'gpt' }], TypeError, /options\.summarize/],
+      [[[], { signal: {} }], TypeError, /options\.signal/],
+      [[[], { summarise: () => '' }], RangeError, /options\.summarise is not an option/],
+    ];
+    for (const [args, type, message] of BAD) {
+      await assert.rejects(c.compact(...args), (err) => err instanceof type &&
+        message.test(err.message));
+    }
+    await assert.rejects(c.compact([{ role: 5 }]),
+      { name: 'InputError', code: 'CK_ETYPE', where: 'messages[0].role' });
+    // The compactor is still usable after every one of those.
+    assert.equal((await c.compact([h.user('hi')])).tier, 'none');
+  });
+});
+
+describe('compact(): agent loops', () => {
+  it('replays a synthetic OpenAI session', async () => {
+    const history = s.syntheticHistory(60, 7);
+    const window = windowFor(history, 2.5);
+    const c = new Compactor({ contextWindow: window, storeDir: s.tmpStore() });
+    const summarize = s.scripted();
+    const results = await s.replay(c, history, { window, summarize });
+    const tiers = new Set(results.map((r) => r.tier));
+    assert.ok(tiers.has('soft') || tiers.has('full'), [...tiers].join());
+    assert.ok(summarize.requests.length >= 1);
+    assert.ok(summarize.requests.length < results.length / 4, 'the state was not reused');
+  });
+
+  it('replays a synthetic Anthropic session', async () => {
+    const history = s.anthropicHistory(60, 8);
+    const window = windowFor(history, 2.5);
+    const c = new Compactor({ contextWindow: window, storeDir: s.tmpStore() });
+    const summarize = s.scripted();
+    const results = await s.replay(c, history, { window, summarize, format: 'anthropic' });
+    assert.ok(results.some((r) => s.atLeast(r.tier, 'soft')));
+    const checkpoint = results.at(-1).messages.find(s.isCheckpoint);
+    assert.ok(Array.isArray(checkpoint.content), 'an Anthropic checkpoint has block content');
+  });
+
+  const corpus = h.loadCorpus();
+  for (const [name, transcript] of corpus) {
+    it(`replays the corpus transcript ${name}`, async () => {
+      const window = windowFor(transcript, 2);
+      const c = new Compactor({ contextWindow: window, storeDir: s.tmpStore() });
+      const summarize = s.scripted();
+      const results = await s.replay(c, transcript, { window, summarize });
+      assert.ok(results.some((r) => s.atLeast(r.tier, 'warn')));
+      assert.ok(summarize.requests.every((r) => !r.messages.some(s.isCheckpoint)));
+    });
+  }
+  if (corpus.length === 0) {
+    it('replays the corpus', { skip: 'shared/corpus is absent' }, () => {});
+  }
+
+  it('is deterministic: two compactors, two stores, the same views', async () => {
+    const history = s.syntheticHistory(45, 3);
+    const window = windowFor(history, 2);
+    const views = [];
+    for (let k = 0; k < 2; k++) {
+      const storeDir = s.tmpStore();
+      const c = new Compactor({ contextWindow: window, storeDir, sessionId: 'same' });
+      const results = await s.replay(c, history, { window, summarize: s.scripted() });
+      // Placeholders name the evidence file, which lives under each compactor's own store.
+      views.push(JSON.parse(JSON.stringify(results.map((r) => r.messages)).split(storeDir)
+        .join('<store>')));
+    }
+    assert.deepEqual(views[0], views[1]);
+  });
+});
+
+describe('compact(): state', () => {
+  it('needs no summarize call on the next turn', async () => {
+    const { compactor, window } = compactorAt(HISTORY, 0.75);
+    const summarize = s.scripted();
+    const first = await compactor.compact(HISTORY, { summarize });
+    assert.equal(summarize.requests.length, 1);
+    const next = [...HISTORY, h.asst(h.call('next_1')), h.tool('next_1', 'ok')];
+    const second = await compactor.compact(next, { summarize });
+    assert.equal(summarize.requests.length, 1);
+    const checkpoint = second.messages.find(s.isCheckpoint);
+    assert.equal(checkpoint.content, first.record.checkpoint);
+    s.assertView(next, second, { window });
+  });
+
+  it('recognizes its view written back as the history', async () => {
+    const { compactor, window } = compactorAt(HISTORY, 0.75);
+    const summarize = s.scripted();
+    const first = await compactor.compact(HISTORY, { summarize });
+    let history = [...first.messages, h.asst(h.call('wb_0')), h.tool('wb_0', 'done')];
+    const second = await compactor.compact(history, { summarize });
+    assert.equal(summarize.requests.length, 1, 'the written-back view was summarized again');
+    assert.ok(second.messages.includes(history.find(s.isCheckpoint)));
+    s.assertView(history, second, { window });
+    // Grow the written-back history until it needs a summary again.
+    for (let i = 1; summarize.requests.length === 1 && i < 200; i++) {
+      history = [...history, h.asst(h.call(`wb_${i}`)),
+        h.tool(`wb_${i}`, `line ${i} of a longer output\n`.repeat(40))];
+      const result = await compactor.compact(history, { summarize });
+      s.assertView(history, result, { window });
+    }
+    assert.equal(summarize.requests.length, 2);
+    const request = summarize.requests[1];
+    assert.ok(!request.messages.some(s.isCheckpoint), 'the old checkpoint was summarized again');
+    assert.equal(request.previous, first.record.checkpoint);
+  });
+
+  it('adopts a written-back checkpoint it did not make', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const first = await compactor.compact(HISTORY, { summarize: s.scripted() });
+    const stranger = new Compactor({ ...compactor.options, sessionId: null,
+      summarizeTimeout: undefined });
+    const summarize = s.scripted();
+    const history = [...first.messages, h.asst(h.call('adopt')), h.tool('adopt', 'ok')];
+    const result = await stranger.compact(history, { summarize });
+    assert.equal(summarize.requests.length, 0);
+    assert.ok(result.messages.includes(history.find(s.isCheckpoint)));
+  });
+
+  it('resumes a session from its audit log', async () => {
+    const storeDir = s.tmpStore();
+    const window = windowFor(HISTORY, 0.75);
+    const first = new Compactor({ contextWindow: window, storeDir, sessionId: 'resume-me' });
+    const made = await first.compact(HISTORY, { summarize: s.scripted() });
+    first.close();
+    const again = new Compactor({ contextWindow: window, storeDir, sessionId: 'resume-me' });
+    const summarize = s.scripted();
+    const result = await again.compact(HISTORY, { summarize });
+    assert.equal(summarize.requests.length, 0);
+    assert.equal(result.messages.find(s.isCheckpoint).content, made.record.checkpoint);
+    // reset() forgets it: the same history needs a model again.
+    again.reset();
+    await again.compact(HISTORY, { summarize });
+    assert.equal(summarize.requests.length, 1);
+  });
+
+  it('scales its estimates by the observed provider counts', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.5);
+    const first = await compactor.compact(HISTORY);
+    assert.equal(first.tier, 'none');
+    assert.equal(compactor.usageFactor, 1);
+    // The provider counted 1.5 times the estimate of the view it was sent.
+    compactor.observeUsage(Math.round(first.tokensAfter * 1.5));
+    assert.ok(Math.abs(compactor.usageFactor - 1.5) < 0.01, String(compactor.usageFactor));
+    const summarize = s.scripted();
+    const biased = await compactor.compact(HISTORY, { summarize });
+    assert.equal(biased.tier, 'soft');
+    assert.equal(summarize.requests.length, 1);
+    const { compactor: fresh } = compactorAt(HISTORY, 0.5);
+    assert.equal((await fresh.compact(HISTORY)).tier, 'none');
+    compactor.observeUsage(0);
+    assert.ok(Math.abs(compactor.usageFactor - 1.5) < 0.01, 'a reading of 0 counted');
+    assert.throws(() => compactor.observeUsage(-1), RangeError);
+    assert.throws(() => compactor.observeUsage('10'), TypeError);
+    assert.throws(() => compactor.observeUsage(), TypeError);
+  });
+});
+
+describe('compact(): summarizer failures fall back', () => {
+  const FAILURES = [
+    ['throws', () => { throw new Error('model down'); }, /model down/],
+    ['rejects', async () => { throw new Error('HTTP 529'); }, /HTTP 529/],
+    ['rejects with a non-Error', () => Promise.reject(42), /42/],
+    ['hangs past the timeout', () => new Promise(() => {}), /timed out after 0\.2 s/],
+    ['returns an empty string', () => '', /empty/],
+    ['returns blank text', async () => '  \n ', /empty/],
+    ['returns a number', () => 42, /a number, not a string/],
+    ['returns nothing', () => undefined, /undefined, not a string/],
+    ['returns garbage', () => 'lorem ipsum dolor sit amet', /no usable anchors/],
+  ];
+  for (const [label, summarize, why] of FAILURES) {
+    it(`when the summarizer ${label}`, () => keepAlive(async () => {
+      const { compactor, window } = compactorAt(HISTORY, 0.75, { summarizeTimeout: 0.2 });
+      const before = structuredClone(HISTORY);
+      const result = await compactor.compact(HISTORY, { summarize });
+      assert.deepEqual(HISTORY, before);
+      assert.equal(result.tier, 'soft');
+      assert.match(result.record.fallback, why);
+      assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
+      s.assertView(HISTORY, result, { window });
+      // The fallback checkpoint is state like any other: the next turn needs no model.
+      const next = s.scripted();
+      await compactor.compact(HISTORY, { summarize: next });
+      assert.equal(next.requests.length, 0);
+    }));
+  }
+
+  it('tells a timed-out summarizer to stop', () => keepAlive(async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75, { summarizeTimeout: 0.1 });
+    let signal = null;
+    await compactor.compact(HISTORY, {
+      summarize: (request, context) => {
+        signal = context.signal;
+        return new Promise(() => {});
+      },
+    });
+    assert.equal(signal.aborted, true);
+  }));
+});
+
+describe('compact(): the audit record', () => {
+  it('passes each record to onCompaction with the fields of DESIGN section 8', async () => {
+    const records = [];
+    const { compactor } = compactorAt(HISTORY, 0.75, {
+      sessionId: 'audit-1',
+      onCompaction: (record) => records.push(record),
+    });
+    const result = await compactor.compact(HISTORY, { summarize: s.scripted() });
+    assert.equal(records.length, 1);
+    const [record] = records;
+    assert.deepEqual(record, result.record);
+    for (const key of ['id', 'session_id', 'timestamp', 'tier', 'tokens_before', 'tokens_after',
+      'msgs_before', 'msgs_after', 'summarized', 'preserved_tail', 'offloaded', 'anchors',
+      'checkpoint', 'covered', 'duration_ms', 'error', 'fallback', 'estimator']) {
+      assert.ok(key in record, `the record lacks ${key}`);
+    }
+    assert.equal(record.session_id, 'audit-1');
+    assert.equal(record.tier, 'soft');
+    assert.ok(!Number.isNaN(Date.parse(record.timestamp)));
+    assert.equal(record.tokens_before, result.tokensBefore);
+    assert.equal(record.tokens_after, result.tokensAfter);
+    assert.equal(record.msgs_before, HISTORY.length);
+    assert.equal(record.msgs_after, result.messages.length);
+    assert.ok(record.offloaded.length > 0);
+    for (const o of record.offloaded) {
+      assert.deepEqual(Object.keys(o).sort(), ['bytes', 'lines', 'path', 'tool_call_id',
+        'tool_name'].sort());
+      assert.equal(o.bytes, Buffer.byteLength(HISTORY.find((m) => m.tool_call_id ===
+        o.tool_call_id).content));
+    }
+    assert.equal(record.anchors.user_intent,
+      'Fix the failing test in tests/test_api.py without changing the public API.');
+    assert.ok(record.checkpoint.startsWith(s.MARKER));
+    assert.equal(typeof record.covered.count, 'number');
+    assert.match(record.covered.fingerprint, /^[0-9a-f]{16}$/);
+    assert.equal(record.estimator, 'default');
+  });
+
+  it('writes one log line per record, mode 0600', async () => {
+    const records = [];
+    const storeDir = s.tmpStore();
+    const history = s.syntheticHistory(50, 11);
+    const window = windowFor(history, 2);
+    const c = new Compactor({ contextWindow: window, storeDir, sessionId: 'log-1',
+      onCompaction: (r) => records.push(r) });
+    const results = await s.replay(c, history, { window, summarize: s.scripted() });
+    const written = results.filter((r) => r.record !== null).map((r) => r.record);
+    assert.ok(written.length >= 2);
+    assert.deepEqual(records, written);
+    const log = path.join(storeDir, 'compactions', 'log-1.jsonl');
+    const lines = fs.readFileSync(log, 'utf8').split('\n').filter(Boolean);
+    assert.equal(lines.length, written.length);
+    assert.deepEqual(lines.map((l) => JSON.parse(l)), written);
+    assert.equal(fs.statSync(log).mode & 0o777, 0o600);
+  });
+
+  it('reports an onCompaction that throws or rejects as a warning', async () => {
+    const warnings = [];
+    const onWarning = (w) => { if (w.code === 'CK_ONCOMPACTION') warnings.push(w.message); };
+    process.on('warning', onWarning);
+    try {
+      for (const onCompaction of [() => { throw new Error('sink full'); },
+        async () => { throw new Error('sink gone'); }]) {
+        const { compactor } = compactorAt(HISTORY, 0.75, { onCompaction });
+        const result = await compactor.compact(HISTORY, { summarize: s.scripted() });
+        assert.equal(result.tier, 'soft');
+      }
+      await sleep(20);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.equal(warnings.length, 2);
+    assert.match(warnings[0], /sink full/);
+    assert.match(warnings[1], /sink gone/);
+  });
+});
+
+describe('compact(): async contract', () => {
+  it('rejects promptly when the signal aborts mid-summary, and stays usable', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const controller = new AbortController();
+    let seen = null;
+    const started = Date.now();
+    const pending = compactor.compact(HISTORY, {
+      signal: controller.signal,
+      summarize: (request, context) => {
+        seen = context.signal;
+        return new Promise(() => {});
+      },
+    });
+    setTimeout(() => controller.abort(new Error('user pressed stop')), 30);
+    await assert.rejects(pending, (err) => {
+      assert.equal(err.name, 'AbortError');
+      assert.equal(err.code, 'ABORT_ERR');
+      assert.equal(err.cause.message, 'user pressed stop');
+      return true;
+    });
+    assert.ok(Date.now() - started < 1000);
+    assert.equal(seen.aborted, true);
+    // Usable after (the outputs the aborted compaction offloaded keep their placeholders, so
+    // another session's history is what still needs a summary).
+    const other = s.syntheticHistory(30, 9);
+    const summarize = s.scripted();
+    const result = await compactor.compact(other, { summarize });
+    assert.ok(s.atLeast(result.tier, 'soft'), result.tier);
+    assert.equal(summarize.requests.length, 1);
+    s.assertView(other, result, { window: compactor.options.contextWindow });
+  });
+
+  it('leaves no listener on the caller\'s signal', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const controller = new AbortController();
+    const result = await compactor.compact(HISTORY, { summarize: s.scripted(),
+      signal: controller.signal });
+    assert.equal(result.record.fallback, null);
+    assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+  });
+
+  it('does not keep the process alive with its summarize timer', () => {
+    const script = `
+      const ck = require(${JSON.stringify(path.join(h.repoRoot, 'node', 'index.js'))});
+      const history = ${JSON.stringify(HISTORY)};
+      const c = new ck.Compactor({ storeDir: process.argv[1],
+        contextWindow: Math.ceil(ck.estimateTokens(history) / 0.75) });
+      c.compact(history, { summarize: () => new Promise(() => {}) });
+      console.log('started');`;
+    const started = Date.now();
+    const out = execFileSync(process.execPath, ['-e', script, s.tmpStore()],
+      { encoding: 'utf8', timeout: 20000 });
+    assert.equal(out.trim(), 'started');
+    assert.ok(Date.now() - started < 15000, 'the process waited for the 60 s timeout');
+  });
+
+  it('rejects at once for a signal aborted already', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const summarize = s.scripted();
+    await assert.rejects(compactor.compact(HISTORY, { summarize, signal: AbortSignal.abort() }),
+      { name: 'AbortError' });
+    assert.equal(summarize.requests.length, 0);
+    assert.equal((await compactor.compact(HISTORY, { summarize })).tier, 'soft');
+  });
+
+  it('keeps the event loop free while the summarizer works', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    try {
+      const result = await compactor.compact(HISTORY, {
+        summarize: async (request) => {
+          await sleep(200);
+          return s.checkpointFor(request);
+        },
+      });
+      assert.equal(result.record.fallback, null);
+    } finally {
+      clearInterval(timer);
+    }
+    assert.ok(ticks >= 5, `the interval fired only ${ticks} times`);
+  });
+
+  it('runs two compactors side by side', async () => {
+    const a = compactorAt(HISTORY, 0.75).compactor;
+    const b = compactorAt(HISTORY, 0.85).compactor;
+    const slow = (ms) => async (request) => {
+      await sleep(ms);
+      return s.checkpointFor(request);
+    };
+    const [ra, rb] = await Promise.all([
+      a.compact(HISTORY, { summarize: slow(80) }),
+      b.compact(HISTORY, { summarize: slow(40) }),
+    ]);
+    assert.deepEqual([ra.tier, rb.tier], ['soft', 'full']);
+    assert.equal(ra.record.fallback, null);
+    assert.equal(rb.record.fallback, null);
+  });
+
+  it('refuses a second compact() on the same compactor with CK_EBUSY', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const first = compactor.compact(HISTORY, {
+      summarize: async (request) => {
+        await sleep(50);
+        return s.checkpointFor(request);
+      },
+    });
+    await assert.rejects(compactor.compact(HISTORY),
+      { name: 'CtxkeelError', code: 'CK_EBUSY', message: 'ctxkeel: concurrent use of Compactor' });
+    assert.throws(() => compactor.reset(), { code: 'CK_EBUSY' });
+    assert.equal((await first).tier, 'soft');
+    assert.equal((await compactor.compact(HISTORY)).tier, 'none');
+  });
+
+  it('compacts the list as it was when called, even if the caller grows it meanwhile', async () => {
+    const { compactor, window } = compactorAt(HISTORY, 0.75);
+    const history = HISTORY.slice();
+    const newest = history[history.length - 1];
+    const result = await compactor.compact(history, {
+      summarize: async (request) => {
+        history.push(h.asst(h.call('late')), h.tool('late', 'arrived during the summary'));
+        await sleep(10);
+        return s.checkpointFor(request);
+      },
+    });
+    assert.equal(result.messages[result.messages.length - 1], newest);
+    s.assertView(HISTORY, result, { window });
+  });
+
+  it('throws CK_ECLOSED after close()', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    compactor.close();
+    compactor.close();
+    assert.equal(compactor.closed, true);
+    await assert.rejects(compactor.compact(HISTORY), { code: 'CK_ECLOSED' });
+    for (const call of [() => compactor.sessionId, () => compactor.usageFactor,
+      () => compactor.options, () => compactor.reset(), () => compactor.observeUsage(1),
+      () => compactor.offload(h.tool('x', 'y')), () => compactor.readEvidence('x'),
+      () => compactor.searchEvidence(null, 'x')]) {
+      assert.throws(call, { name: 'CtxkeelError', code: 'CK_ECLOSED' });
+    }
+  });
+
+  it('rejects a pending compact() with CK_ECLOSED when closed meanwhile', async () => {
+    const { compactor } = compactorAt(HISTORY, 0.75);
+    const pending = compactor.compact(HISTORY, {
+      summarize: async (request) => {
+        await sleep(30);
+        return s.checkpointFor(request);
+      },
+    });
+    await sleep(5);
+    compactor.close();
+    await assert.rejects(pending, { code: 'CK_ECLOSED' });
+  });
+});
+
+describe('Compactor in other threads and processes', () => {
+  const index = path.join(h.repoRoot, 'node', 'index.js');
+  const WORKER = `
+    const { parentPort, workerData } = require('node:worker_threads');
+    const ck = require(workerData.index);
+    (async () => {
+      const c = new ck.Compactor({ contextWindow: workerData.window, storeDir: workerData.store });
+      const r = await c.compact(workerData.history, {
+        summarize: async (request) => workerData.reply + request.messages.length,
+      });
+      parentPort.postMessage({ tier: r.tier, fallback: r.record.fallback,
+        checkpoint: r.messages.some((m) => m.content.startsWith('[Context Compaction]')),
+        pairs: ck.checkPairs(r.messages).length });
+      c.close();
+    })().catch((err) => parentPort.postMessage({ error: String(err && err.stack) }));`;
+
+  function runWorker(workerData) {
+    return new Promise((resolve, reject) => {
+      const worker = new Worker(WORKER, { eval: true, workerData });
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+  }
+
+  it('works inside worker threads, several at once', async () => {
+    const workerData = {
+      index,
+      window: windowFor(HISTORY, 0.75),
+      history: HISTORY,
+      reply: '## User Intent\nfix the test\n## Next Steps\nrun it, messages: ',
+    };
+    const results = await Promise.all([1, 2, 3].map(() =>
+      runWorker({ ...workerData, store: s.tmpStore() })));
+    for (const r of results) {
+      assert.equal(r.error, undefined, r.error);
+      assert.deepEqual(r, { tier: 'soft', fallback: null, checkpoint: true, pairs: 0 });
+    }
+  });
+
+  it('survives a worker terminated in the middle of a compaction', async () => {
+    const code = `
+      const { parentPort, workerData } = require('node:worker_threads');
+      const ck = require(workerData.index);
+      const c = new ck.Compactor({ contextWindow: workerData.window, storeDir: workerData.store });
+      setInterval(() => {}, 1000);
+      c.compact(workerData.history, { summarize: () => {
+        parentPort.postMessage('waiting');
+        return new Promise(() => {});
+      } });`;
+    const worker = new Worker(code, { eval: true, workerData: {
+      index, window: windowFor(HISTORY, 0.75), history: HISTORY, store: s.tmpStore() } });
+    await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    assert.equal(await worker.terminate(), 1);
+  });
+
+  it('frees compactors and pending jobs under garbage collection', () => {
+    const script = `
+      const ck = require(${JSON.stringify(index)});
+      const history = ${JSON.stringify(HISTORY)};
+      const store = process.argv[1];
+      const window = Math.ceil(ck.estimateTokens(history) / 0.75);
+      (async () => {
+        for (let round = 0; round < 20; round++) {
+          const c = new ck.Compactor({ contextWindow: window, storeDir: store });
+          await c.compact(history, { summarize: async () => '## Next Steps\\nmore' });
+          // Left pending: the Job and the Compactor become garbage together.
+          new ck.Compactor({ contextWindow: window, storeDir: store })
+            .compact(history, { summarize: () => new Promise(() => {}) });
+          global.gc();
+          await new Promise((r) => setImmediate(r));
+        }
+        global.gc();
+        console.log('ok');
+      })();`;
+    const out = execFileSync(process.execPath, ['--expose-gc', '-e', script, s.tmpStore()],
+      { encoding: 'utf8', timeout: 60000 });
+    assert.equal(out.trim(), 'ok');
+  });
+});

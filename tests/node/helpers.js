@@ -1,0 +1,193 @@
+// Shared builders and invariants for the Node tests (not a test file itself).
+'use strict';
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const repoRoot = path.resolve(__dirname, '..', '..');
+const ctxkeel = require(path.join(repoRoot, 'node', 'index.js'));
+
+const STUB = 'result unavailable: context was compacted';
+
+// ---- OpenAI shapes ----
+const call = (id, name = 'bash', args = '{"cmd":"ls"}') => ({
+  id,
+  type: 'function',
+  function: { name, arguments: args },
+});
+const asst = (...calls) => ({ role: 'assistant', content: null, tool_calls: calls });
+const tool = (id, content = `output of ${id}`) => ({ role: 'tool', tool_call_id: id, content });
+const user = (text) => ({ role: 'user', content: text });
+const sys = (text) => ({ role: 'system', content: text });
+
+// ---- Anthropic shapes ----
+const use = (id, name = 'bash', input = { cmd: 'ls' }) => ({ type: 'tool_use', id, name, input });
+const result = (id, content = `output of ${id}`) => ({
+  type: 'tool_result',
+  tool_use_id: id,
+  content,
+});
+const text = (t) => ({ type: 'text', text: t });
+const aAsst = (...blocks) => ({ role: 'assistant', content: blocks });
+const aUser = (...blocks) => ({ role: 'user', content: blocks });
+
+/** The violations without their sentence, for deepEqual. */
+function kinds(messages, options) {
+  return ctxkeel.checkPairs(messages, options).map(({ kind, index, part, toolCallId }) => ({
+    kind,
+    index,
+    part,
+    toolCallId,
+  }));
+}
+
+function isUseBlock(item) {
+  return item !== null && typeof item === 'object' && item.type === 'tool_use';
+}
+
+function isResultBlock(item) {
+  return item !== null && typeof item === 'object' && item.type === 'tool_result';
+}
+
+/**
+ * Assistant messages keep their number and order: each output assistant message is its source
+ * itself, or a copy of it whose every other key holds the very same value.
+ */
+function assertAssistantsKept(input, output) {
+  const ins = input.filter((m) => m.role === 'assistant');
+  const outs = output.filter((m) => m.role === 'assistant');
+  assert.equal(outs.length, ins.length, 'assistant messages were dropped or added');
+  outs.forEach((out, i) => {
+    if (out === ins[i]) return;
+    for (const key of Object.keys(ins[i])) {
+      if (key === 'content' || key === 'tool_calls') continue;
+      assert.equal(out[key], ins[i][key], `assistant ${i}: key ${key} changed`);
+    }
+  });
+}
+
+/**
+ * User-authored content keeps its order: the items of every user message other than tool
+ * blocks, in order, are the same objects (or, for string content, the same text) before and
+ * after. (A tool_use block in a user message is misplaced, not user content; repair drops it.)
+ */
+function assertUserContentKept(input, output) {
+  const ids = new Map();
+  const token = (item) => {
+    if (typeof item === 'string') return `s:${item}`;
+    if (ids.has(item)) return `o:${ids.get(item)}`;
+    if (item && item.type === 'text' && typeof item.text === 'string') return `s:${item.text}`;
+    return 'unknown';
+  };
+  const collect = (messages, register) =>
+    messages
+      .filter((m) => m.role === 'user')
+      .map((m) => {
+        // Repair leaves a note where a message lost its only (misplaced) calls; the note is
+        // not user content.
+        const isNote = (item) =>
+          (typeof item === 'string' ? item : item && item.text || '').startsWith('(tool call removed:');
+        if (typeof m.content === 'string') return isNote(m.content) ? [] : [m.content];
+        if (!Array.isArray(m.content)) return [];
+        return m.content.filter((item) => !isResultBlock(item) && !isUseBlock(item) && !isNote(item));
+      })
+      .filter((items) => items.length > 0)
+      .map((items) =>
+        items.map((item) => {
+          if (register && typeof item === 'object' && !ids.has(item)) ids.set(item, ids.size);
+          return token(item);
+        }),
+      );
+  const before = collect(input, true);
+  const after = collect(output, false);
+  assert.deepEqual(after, before, 'user content was reordered, dropped or changed');
+}
+
+/**
+ * The contract of repairPairs on one input: the output passes checkPairs, the input is not
+ * mutated, repairing again returns the very same objects, and the conversation keeps its order.
+ * Returns the repaired list.
+ */
+function assertRepairContract(messages, options) {
+  const before = structuredClone(messages);
+  const repaired = ctxkeel.repairPairs(messages, options);
+  assert.deepEqual(messages, before, 'repairPairs mutated its input');
+  assert.notEqual(repaired, messages, 'repairPairs must return a new array');
+  assert.deepEqual(ctxkeel.checkPairs(repaired, options), [], 'repaired list still has violations');
+  const again = ctxkeel.repairPairs(repaired, options);
+  assert.equal(again.length, repaired.length, 'repair is not idempotent');
+  again.forEach((m, i) => assert.equal(m, repaired[i], `repair(repair(x))[${i}] is a new object`));
+  assertAssistantsKept(messages, repaired);
+  assertUserContentKept(messages, repaired);
+  return repaired;
+}
+
+/** The corpus transcripts ([name, messages]); [] when shared/corpus is absent. */
+function loadCorpus() {
+  const dir = path.join(repoRoot, '..', 'shared', 'corpus');
+  if (!fs.existsSync(dir)) return [];
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => [f, JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))]);
+}
+
+/**
+ * An OpenAI transcript in Anthropic shape: system messages leave the list, tool_calls become
+ * tool_use blocks (arguments parsed as JSON), and each run of tool messages becomes one user
+ * message of tool_result blocks.
+ */
+function toAnthropic(messages) {
+  const out = [];
+  for (const m of messages) {
+    if (m.role === 'system') continue;
+    if (m.role === 'tool') {
+      const block = { type: 'tool_result', tool_use_id: m.tool_call_id, content: m.content };
+      const last = out[out.length - 1];
+      if (last && last.role === 'user' && last.content.every(isResultBlock)) {
+        last.content.push(block);
+      } else {
+        out.push({ role: 'user', content: [block] });
+      }
+      continue;
+    }
+    const content = [];
+    if (typeof m.content === 'string' && m.content !== '') content.push(text(m.content));
+    for (const c of m.tool_calls || []) {
+      let input;
+      try {
+        input = JSON.parse(c.function.arguments);
+      } catch {
+        input = { raw: c.function.arguments };
+      }
+      content.push({ type: 'tool_use', id: c.id, name: c.function.name, input });
+    }
+    out.push({ role: m.role, content });
+  }
+  return out;
+}
+
+module.exports = {
+  ctxkeel,
+  repoRoot,
+  STUB,
+  call,
+  asst,
+  tool,
+  user,
+  sys,
+  use,
+  result,
+  text,
+  aAsst,
+  aUser,
+  kinds,
+  isResultBlock,
+  assertRepairContract,
+  assertAssistantsKept,
+  assertUserContentKept,
+  loadCorpus,
+  toAnthropic,
+};

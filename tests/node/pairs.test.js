@@ -1,0 +1,321 @@
+'use strict';
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert/strict');
+const h = require('./helpers.js');
+
+const { ctxkeel, STUB, call, asst, tool, user, sys, use, result, text, aAsst, aUser } = h;
+
+// One case per rule and format: the messages and the violations checkPairs must report.
+const OPENAI_CASES = {
+  orphan_result: {
+    messages: [user('go'), tool('x')],
+    expect: [{ kind: 'orphan_result', index: 1, part: 0, toolCallId: 'x' }],
+  },
+  missing_result: {
+    messages: [user('go'), asst(call('a'))],
+    expect: [{ kind: 'missing_result', index: 1, part: 0, toolCallId: 'a' }],
+  },
+  not_adjacent: {
+    messages: [user('go'), asst(call('a')), user('wait'), tool('a')],
+    expect: [{ kind: 'not_adjacent', index: 3, part: 0, toolCallId: 'a' }],
+  },
+  duplicate_result: {
+    messages: [user('go'), asst(call('a')), tool('a'), tool('a', 'again')],
+    expect: [{ kind: 'duplicate_result', index: 3, part: 0, toolCallId: 'a' }],
+  },
+  duplicate_call: {
+    messages: [user('go'), asst(call('a')), tool('a'), asst(call('a')), user('ok')],
+    expect: [{ kind: 'duplicate_call', index: 3, part: 0, toolCallId: 'a' }],
+  },
+  empty_id: {
+    messages: [user('go'), asst(call('')), tool('')],
+    expect: [
+      { kind: 'empty_id', index: 1, part: 0, toolCallId: '' },
+      { kind: 'empty_id', index: 2, part: 0, toolCallId: '' },
+    ],
+  },
+  misplaced: {
+    messages: [{ role: 'user', content: 'go', tool_calls: [call('a')] }, user('ok')],
+    expect: [{ kind: 'misplaced', index: 0, part: 1, toolCallId: 'a' }],
+  },
+};
+
+const ANTHROPIC_CASES = {
+  orphan_result: {
+    messages: [user('go'), aAsst(text('hi')), aUser(result('x'))],
+    expect: [{ kind: 'orphan_result', index: 2, part: 0, toolCallId: 'x' }],
+  },
+  missing_result: {
+    messages: [user('go'), aAsst(text('running'), use('a'))],
+    expect: [{ kind: 'missing_result', index: 1, part: 1, toolCallId: 'a' }],
+  },
+  not_adjacent: {
+    messages: [
+      user('go'),
+      aAsst(use('a')),
+      aUser(text('hm')),
+      aAsst(text('ok')),
+      aUser(result('a')),
+    ],
+    expect: [{ kind: 'not_adjacent', index: 4, part: 0, toolCallId: 'a' }],
+  },
+  duplicate_result: {
+    messages: [user('go'), aAsst(use('a')), aUser(result('a'), result('a', 'again'))],
+    expect: [{ kind: 'duplicate_result', index: 2, part: 1, toolCallId: 'a' }],
+  },
+  duplicate_call: {
+    messages: [user('go'), aAsst(use('a')), aUser(result('a')), aAsst(text('again'), use('a'))],
+    expect: [{ kind: 'duplicate_call', index: 3, part: 1, toolCallId: 'a' }],
+  },
+  empty_id: {
+    messages: [user('go'), aAsst(use('')), aUser(result(''))],
+    expect: [
+      { kind: 'empty_id', index: 1, part: 0, toolCallId: '' },
+      { kind: 'empty_id', index: 2, part: 0, toolCallId: '' },
+    ],
+  },
+  misplaced: {
+    messages: [aUser(use('a')), aAsst(text('ok'), result('b'))],
+    expect: [
+      { kind: 'misplaced', index: 0, part: 0, toolCallId: 'a' },
+      { kind: 'misplaced', index: 1, part: 1, toolCallId: 'b' },
+    ],
+  },
+  result_order: {
+    messages: [user('go'), aAsst(use('a')), aUser(text('note'), result('a'))],
+    expect: [{ kind: 'result_order', index: 2, part: 1, toolCallId: 'a' }],
+  },
+};
+
+for (const [format, cases] of [
+  ['openai', OPENAI_CASES],
+  ['anthropic', ANTHROPIC_CASES],
+]) {
+  describe(`checkPairs and repairPairs, ${format}`, () => {
+    for (const [rule, { messages, expect }] of Object.entries(cases)) {
+      it(`reports ${rule}`, () => {
+        assert.deepEqual(h.kinds(messages), expect);
+        assert.deepEqual(h.kinds(messages, { format }), expect);
+        for (const v of ctxkeel.checkPairs(messages)) {
+          assert.equal(typeof v.message, 'string');
+          assert.ok(v.message.startsWith(`messages[${v.index}]: tool `), v.message);
+          assert.ok(v.message.includes(JSON.stringify(v.toolCallId)), v.message);
+        }
+      });
+
+      it(`repairs ${rule}`, () => {
+        h.assertRepairContract(messages);
+        h.assertRepairContract(messages, { format });
+      });
+    }
+
+    it('returns [] and the same objects for a valid list', () => {
+      const valid =
+        format === 'openai'
+          ? [sys('rules'), user('go'), asst(call('a'), call('b')), tool('b'), tool('a'), user('ok')]
+          : [
+            user('go'),
+            aAsst(text('t'), use('a'), use('b')),
+            aUser(result('b'), result('a'), text('x')),
+          ];
+      assert.deepEqual(ctxkeel.checkPairs(valid), []);
+      const repaired = ctxkeel.repairPairs(valid);
+      assert.notEqual(repaired, valid);
+      assert.equal(repaired.length, valid.length);
+      repaired.forEach((m, i) => assert.equal(m, valid[i]));
+    });
+  });
+}
+
+describe('violation messages', () => {
+  it('word each kind and quote the id as JSON', () => {
+    const texts = ctxkeel.checkPairs([
+      user('go'),
+      asst(call('a"b'), call('a"b'), call('')),
+      tool('a"b'),
+      tool('a"b'),
+      tool('ghost\n'),
+    ]).map((v) => v.message);
+    assert.deepEqual(texts, [
+      'messages[1]: tool call "a\\"b" reuses the id of an earlier call',
+      'messages[1]: tool call has an empty id ""',
+      'messages[3]: tool result "a\\"b" is a second result for the same call',
+      'messages[4]: tool result "ghost\\u000a" answers no tool call',
+    ]);
+  });
+});
+
+describe('repairPairs output shapes', () => {
+  it('adds an OpenAI stub result right after the call and keeps the other objects', () => {
+    const input = [user('go'), asst(call('a')), user('next')];
+    const out = ctxkeel.repairPairs(input);
+    assert.equal(out.length, 4);
+    assert.equal(out[0], input[0]);
+    assert.equal(out[1], input[1]);
+    assert.deepEqual(out[2], { role: 'tool', tool_call_id: 'a', content: STUB });
+    assert.equal(out[3], input[2]);
+  });
+
+  it('adds an Anthropic stub as a new user message of tool_result blocks', () => {
+    const input = [user('go'), aAsst(use('a'), use('b'))];
+    const out = ctxkeel.repairPairs(input);
+    assert.equal(out.length, 3);
+    assert.equal(out[1], input[1]);
+    assert.deepEqual(out[2], {
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'a', content: STUB },
+        { type: 'tool_result', tool_use_id: 'b', content: STUB },
+      ],
+    });
+  });
+
+  it('puts stubs first in the next Anthropic user message and keeps its items', () => {
+    const note = text('what now?');
+    const input = [user('go'), aAsst(use('a')), { role: 'user', content: [note], tag: 7 }];
+    const out = ctxkeel.repairPairs(input);
+    assert.equal(out.length, 3);
+    assert.deepEqual(out[2].content[0], { type: 'tool_result', tool_use_id: 'a', content: STUB });
+    assert.equal(out[2].content[1], note);
+    assert.equal(out[2].tag, 7);
+    assert.notEqual(out[2], input[2]);
+  });
+
+  it('turns a string user message into blocks when results join it', () => {
+    const input = [user('go'), aAsst(use('a')), user('plain words')];
+    const out = ctxkeel.repairPairs(input);
+    assert.deepEqual(out[2], {
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'a', content: STUB },
+        { type: 'text', text: 'plain words' },
+      ],
+    });
+  });
+
+  it('moves a late OpenAI result up without copying it', () => {
+    const input = OPENAI_CASES.not_adjacent.messages;
+    const out = ctxkeel.repairPairs(input);
+    assert.deepEqual(out.map((m) => input.indexOf(m)), [0, 1, 3, 2]);
+  });
+
+  it('moves a late Anthropic result into the next user message, reusing the block', () => {
+    const input = ANTHROPIC_CASES.not_adjacent.messages;
+    const out = ctxkeel.repairPairs(input);
+    assert.equal(out.length, 4);
+    assert.equal(out[2].content[0], input[4].content[0]);
+    assert.equal(out[2].content[1], input[2].content[0]);
+    assert.equal(out[3], input[3]);
+  });
+
+  it('keeps unknown fields and source items on edited OpenAI messages', () => {
+    const keep = call('b');
+    const dup = { role: 'assistant', content: 'again', name: 'bot', x_meta: { deep: [1] },
+      tool_calls: [call('a'), keep] };
+    const input = [user('go'), asst(call('a')), tool('a'), dup, tool('b')];
+    const out = h.assertRepairContract(input);
+    const edited = out[3];
+    assert.notEqual(edited, dup);
+    assert.deepEqual(Object.keys(edited), ['role', 'content', 'name', 'x_meta', 'tool_calls']);
+    assert.equal(edited.content, 'again');
+    assert.equal(edited.name, 'bot');
+    assert.equal(edited.x_meta, dup.x_meta);
+    assert.deepEqual(edited.tool_calls, [keep]);
+    assert.equal(edited.tool_calls[0], keep);
+    assert.equal(dup.tool_calls.length, 2, 'the source message was changed');
+  });
+
+  it('removes tool_calls when no call is left, and notes the removal', () => {
+    const dup = { role: 'assistant', content: null, tool_calls: [call('a')], extra: 1 };
+    const input = [user('go'), asst(call('a')), tool('a'), dup, user('ok')];
+    const out = h.assertRepairContract(input);
+    assert.equal(out[3].extra, 1);
+    assert.equal('tool_calls' in out[3], false);
+    assert.equal(Array.isArray(out[3].content), true);
+    assert.equal(out[3].content[0].type, 'text');
+  });
+
+  it('keeps unknown fields and blocks on edited Anthropic messages', () => {
+    const again = text('again');
+    const dup = { role: 'assistant', content: [again, use('a')], id: 'msg_1', usage: { n: 3 } };
+    const input = [user('go'), aAsst(use('a')), aUser(result('a')), dup];
+    const out = h.assertRepairContract(input);
+    const edited = out[3];
+    assert.deepEqual(Object.keys(edited), ['role', 'content', 'id', 'usage']);
+    assert.equal(edited.usage, dup.usage);
+    assert.deepEqual(edited.content, [again]);
+    assert.equal(edited.content[0], again);
+  });
+
+  it('keeps is_error and unknown block fields on moved results', () => {
+    const bad = { type: 'tool_result', tool_use_id: 'a', content: [text('boom')], is_error: true,
+      cache_control: { type: 'ephemeral' } };
+    const input = [user('go'), aAsst(use('a')), aUser(text('hm')), aAsst(text('k')), aUser(bad)];
+    const out = h.assertRepairContract(input);
+    assert.equal(out[2].content[0], bad);
+  });
+
+  it('never mutates frozen input', () => {
+    const deepFreeze = (o) => {
+      if (o && typeof o === 'object') {
+        Object.values(o).forEach(deepFreeze);
+        Object.freeze(o);
+      }
+      return o;
+    };
+    const input = deepFreeze([user('go'), asst(call('a'), call('a')), tool('x'), user('ok')]);
+    const out = h.assertRepairContract(input);
+    assert.equal(Object.isFrozen(out), false);
+  });
+
+  it('keeps symbol keys and an own __proto__ key as plain data on copies', () => {
+    const sym = Symbol('meta');
+    const dup = JSON.parse('{"role":"assistant","content":"x","__proto__":{"evil":1}}');
+    dup.tool_calls = [call('a')];
+    dup[sym] = 'tagged';
+    const input = [user('go'), asst(call('a')), tool('a'), dup, user('ok')];
+    // structuredClone drops symbol keys, so this case checks the contract by hand.
+    const out = ctxkeel.repairPairs(input);
+    assert.deepEqual(ctxkeel.checkPairs(out), []);
+    assert.equal(dup.tool_calls.length, 1);
+    assert.equal(dup[sym], 'tagged');
+    assert.equal(Object.getPrototypeOf(dup), Object.prototype);
+    assert.equal(out[3][sym], 'tagged');
+    assert.equal(Object.getPrototypeOf(out[3]), Object.prototype);
+    assert.deepEqual(Object.getOwnPropertyDescriptor(out[3], '__proto__').value, { evil: 1 });
+  });
+});
+
+describe('format detection', () => {
+  it('detects Anthropic from its blocks and OpenAI otherwise', () => {
+    const anthropic = [user('go'), aAsst(use('a'))];
+    const openai = [user('go'), asst(call('a'))];
+    assert.equal(ctxkeel.repairPairs(anthropic)[2].role, 'user');
+    assert.equal(ctxkeel.repairPairs(openai)[2].role, 'tool');
+    // No tool shapes at all: nothing to repair in either format.
+    const plain = [sys('s'), user('a'), { role: 'assistant', content: 'b' }];
+    assert.deepEqual(ctxkeel.checkPairs(plain), []);
+    assert.deepEqual(ctxkeel.checkPairs(plain, { format: 'anthropic' }), []);
+  });
+
+  it('rejects a list that mixes the formats, naming the message', () => {
+    const mixed = [user('go'), asst(call('a')), tool('a'), aAsst(use('b'))];
+    for (const fn of [ctxkeel.checkPairs, ctxkeel.repairPairs]) {
+      assert.throws(() => fn(mixed), (err) => {
+        assert.equal(err.code, 'CK_EFORMAT');
+        assert.equal(err.index, 3);
+        assert.match(err.message, /^ctxkeel: messages\[3\]: messages mix OpenAI and Anthropic shapes/);
+        assert.ok(err instanceof ctxkeel.InputError);
+        return true;
+      });
+    }
+  });
+
+  it('rejects shapes of the other format when one is requested', () => {
+    assert.throws(() => ctxkeel.checkPairs([user('go'), asst(call('a'))], { format: 'anthropic' }),
+      { code: 'CK_EFORMAT', index: 1 });
+    assert.throws(() => ctxkeel.repairPairs([user('go'), aAsst(use('a'))], { format: 'openai' }),
+      { code: 'CK_EFORMAT', index: 1 });
+  });
+});
