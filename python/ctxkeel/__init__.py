@@ -1,0 +1,51 @@
+"""ctxkeel keeps a long-running LLM agent on course when its history outgrows the model's
+context window.
+
+The functions here are thin names for the C core in ``ctxkeel._ext``:
+
+- ``estimate_tokens(x, *, estimator="default")`` counts the tokens of a str, a message,
+  a message list or a tool-schema list;
+- ``check_pairs(messages, *, format="auto")`` lists every tool-call pairing violation;
+- ``repair_pairs(messages, *, format="auto")`` returns a list that has none, reusing the
+  unchanged message objects and never modifying the input;
+- ``parse_anchors(text)`` reads a checkpoint reply into its five anchors and a summary;
+- ``merge_anchors(old, new)`` merges two anchor dicts, N/A never overwriting a value;
+- ``Compactor(context_window, ...)`` keeps one session's history within the window:
+  ``compact(messages)`` / ``await acompact(messages)`` before every model call return a
+  ``CompactionResult`` whose ``messages`` are what to send; ``offload``, ``read_evidence``
+  and ``search_evidence`` work with the evidence store;
+- ``read_evidence_tool(format="openai")`` is the tool definition that lets the model read
+  offloaded outputs back (answer its calls with ``Compactor.handle_read_evidence``).
+
+Errors: ``Error`` is the base class; bad input raises ``InputError``, which is also a
+``ValueError`` and names the message index and field.
+"""
+
+from ._compactor import CompactionResult, Compactor
+from ._ext import (
+    STATUS_CODES,
+    Error,
+    InputError,
+    __version__,
+    check_pairs,
+    estimate_tokens,
+    merge_anchors,
+    parse_anchors,
+    read_evidence_tool,
+    repair_pairs,
+)
+
+__all__ = [
+    "STATUS_CODES",
+    "CompactionResult",
+    "Compactor",
+    "Error",
+    "InputError",
+    "__version__",
+    "check_pairs",
+    "estimate_tokens",
+    "merge_anchors",
+    "parse_anchors",
+    "read_evidence_tool",
+    "repair_pairs",
+]

@@ -1,0 +1,201 @@
+import os
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    Optional,
+    Tuple,
+    TypedDict,
+    Union,
+)
+
+__version__: str
+
+# Every status code of the core: name -> (value, text), e.g. "CK_ETYPE": (-4, "...").
+STATUS_CODES: Dict[str, Tuple[int, str]]
+
+Message = Dict[str, Any]
+Format = Literal["auto", "openai", "anthropic"]
+Estimator = Literal["default", "chars4"]
+AnchorKey = Literal[
+    "user_intent", "execution_progress", "key_decisions", "tried_solutions", "next_steps"
+]
+
+class Error(Exception):
+    """Base class of ctxkeel's errors."""
+
+    code: Optional[str]
+    index: Optional[int]
+    where: Optional[str]
+    offset: Optional[int]
+
+class InputError(Error, ValueError):
+    """The input is wrong; the message names the message index and field."""
+
+class PairIssue(TypedDict):
+    kind: Literal[
+        "orphan_result",
+        "missing_result",
+        "not_adjacent",
+        "duplicate_result",
+        "duplicate_call",
+        "empty_id",
+        "misplaced",
+        "result_order",
+    ]
+    index: int
+    part: int
+    tool_call_id: str
+    message: str
+
+class Anchors(TypedDict):
+    user_intent: Optional[str]
+    execution_progress: Optional[str]
+    key_decisions: Optional[str]
+    tried_solutions: Optional[str]
+    next_steps: Optional[str]
+
+def estimate_tokens(
+    x: Union[str, Message, List[Message], List[Dict[str, Any]]],
+    *,
+    estimator: Estimator = "default",
+) -> int: ...
+def check_pairs(messages: List[Message], *, format: Format = "auto") -> List[PairIssue]: ...
+def repair_pairs(messages: List[Message], *, format: Format = "auto") -> List[Message]: ...
+def parse_anchors(text: Union[str, bytes, bytearray, memoryview]) -> Tuple[Anchors, str]: ...
+# old and new: a dict like parse_anchors' (missing keys and None are N/A), or None.
+AnchorsArg = Union[Anchors, Dict[str, Optional[str]], None]
+
+def merge_anchors(old: AnchorsArg, new: AnchorsArg) -> Anchors: ...
+
+Tier = Literal["none", "warn", "soft", "full", "emergency"]
+ToolFormat = Literal["openai", "anthropic"]
+
+class SummaryRequest(TypedDict):
+    """What a summarizer is asked: write the checkpoint for `messages`."""
+
+    system: str
+    prompt: str
+    max_tokens: int
+    tier: Tier
+    messages: List[Message]  # the caller's own message objects being summarized
+    previous: Optional[str]  # the previous checkpoint's text
+
+# A summarizer returns the checkpoint text (Markdown sections or JSON with the anchor keys),
+# directly or as an awaitable.
+Summarize = Callable[[SummaryRequest], Union[str, Awaitable[str]]]
+
+class Offloaded(TypedDict):
+    tool_call_id: str
+    tool_name: str
+    path: str
+    bytes: int
+    lines: int
+
+class Covered(TypedDict):
+    count: int
+    fingerprint: str
+
+class CompactionRecord(TypedDict, total=False):
+    """One line of <store_dir>/compactions/<session_id>.jsonl (DESIGN section 8)."""
+
+    id: str
+    session_id: str
+    timestamp: str
+    tier: Tier
+    tokens_before: int
+    tokens_after: int
+    msgs_before: int
+    msgs_after: int
+    summarized: int
+    preserved_tail: int
+    offloaded: List[Offloaded]
+    anchors: Dict[str, Optional[str]]
+    checkpoint: Optional[str]
+    covered: Optional[Covered]
+    duration_ms: float
+    error: Optional[str]
+    fallback: Optional[str]
+    estimator: Estimator
+    state: Dict[str, Any]
+
+class EvidenceHit(TypedDict):
+    ref: str
+    line: int
+    text: str
+
+class CompactionResult:
+    """What Compactor.compact returns."""
+
+    messages: List[Message]
+    tier: Tier
+    record: Optional[CompactionRecord]
+    tokens_before: int
+    tokens_after: int
+    def __init__(
+        self,
+        messages: List[Message],
+        tier: Tier,
+        record: Optional[CompactionRecord],
+        tokens_before: int,
+        tokens_after: int,
+    ) -> None: ...
+
+class Compactor:
+    """One agent session's compactor: call compact() before every model call."""
+
+    def __init__(
+        self,
+        context_window: int,
+        *,
+        session_id: Optional[str] = None,
+        store_dir: Union[str, "os.PathLike[str]"] = ".ctxkeel",
+        warn: float = 0.60,
+        soft: float = 0.70,
+        full: float = 0.80,
+        emergency: float = 0.95,
+        keep_tail: int = 6,
+        offload_threshold: int = 4000,
+        tool_offload_threshold: int = 10000,
+        summary_max_tokens: Optional[int] = None,
+        summarize_timeout: Optional[float] = 60.0,
+        estimator: Estimator = "default",
+        format: Format = "auto",
+        pin_first_user: bool = True,
+        on_compaction: Optional[Callable[[CompactionRecord], Any]] = None,
+    ) -> None: ...
+    def compact(
+        self,
+        messages: List[Message],
+        *,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        summarize: Optional[Summarize] = None,
+    ) -> CompactionResult: ...
+    async def acompact(
+        self,
+        messages: List[Message],
+        *,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        summarize: Optional[Summarize] = None,
+    ) -> CompactionResult: ...
+    def offload(self, message: Message) -> Message: ...
+    def read_evidence(
+        self, ref: Union[str, "os.PathLike[str]"], *, offset: int = 0, limit: int = 200
+    ) -> str: ...
+    def search_evidence(
+        self, ref: Union[str, "os.PathLike[str]", None], pattern: str
+    ) -> List[EvidenceHit]: ...
+    def handle_read_evidence(self, call: Dict[str, Any]) -> Dict[str, Any]: ...
+    def observe_usage(self, prompt_tokens: int) -> None: ...
+    def reset(self) -> None: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def usage_factor(self) -> float: ...
+    @property
+    def options(self) -> Dict[str, Any]: ...
+
+def read_evidence_tool(format: ToolFormat = "openai") -> Dict[str, Any]: ...

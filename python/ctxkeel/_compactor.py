@@ -1,0 +1,463 @@
+"""The Compactor: a bounded, provider-valid view of an agent's history before every model call.
+
+The C type ``_ext.Compactor`` does the work: tiers, cut points, offloading, the checkpoint,
+the audit log. A compaction there is three steps (``begin``, an optional summary, ``finish``)
+so that the summarizer, which is the host's own code, runs between core calls. This module is
+the orchestration around those steps: it runs the summarizer (a plain function in a daemon
+thread, a coroutine on the running loop) under ``summarize_timeout``, turns every way a
+summarizer can fail into a recorded fallback instead of an exception, and calls
+``on_compaction``.
+
+Nothing a summarizer or ``on_compaction`` does can break the agent: an exception, a hang, a
+reply that is not a str, an empty or unusable reply all end in a result built by the
+extractive summarizer, and the record's ``fallback`` says why. What does raise: bad input
+(``InputError``), wrong argument types (``TypeError``), concurrent use of one Compactor
+(``Error`` CK_EBUSY) and, in ``acompact``, the cancellation of the calling task.
+"""
+
+import asyncio
+import inspect
+import json
+import threading
+import warnings
+
+from . import _ext
+from ._ext import Error, InputError, estimate_tokens
+
+__all__ = ["Compactor", "CompactionResult"]
+
+_REASON_MAX = 300  # characters of an exception's text kept in a fallback reason
+
+
+class CompactionResult:
+    """What ``Compactor.compact`` returns.
+
+    ``messages``: the list to send (unchanged messages are the caller's own objects);
+    ``tier``: "none", "warn", "soft", "full" or "emergency";
+    ``record``: the audit record as a dict, or None when the view needed no change;
+    ``tokens_before`` / ``tokens_after``: the estimates of the view before and after,
+    tool schemas included.
+    """
+
+    __slots__ = ("messages", "tier", "record", "tokens_before", "tokens_after")
+
+    def __init__(self, messages, tier, record, tokens_before, tokens_after):
+        self.messages = messages
+        self.tier = tier
+        self.record = record
+        self.tokens_before = tokens_before
+        self.tokens_after = tokens_after
+
+    def __repr__(self):
+        return "CompactionResult(tier=%r, messages=%d, tokens_before=%d, tokens_after=%d)" % (
+            self.tier, len(self.messages), self.tokens_before, self.tokens_after)
+
+
+class Compactor:
+    """One agent session's compactor.
+
+    Call ``compact(messages)`` (or ``await acompact(messages)``) before every model call and
+    send ``result.messages``. The history stays the caller's: it is never modified, and the
+    view is derived from it anew each time.
+
+    ``context_window`` is the model's window in tokens. ``warn``, ``soft``, ``full`` and
+    ``emergency`` are the tier thresholds as fractions of it. ``keep_tail`` messages at the
+    end are always kept verbatim. Tool outputs above ``offload_threshold`` bytes are moved to
+    the evidence store at compaction (warn and above), and above ``tool_offload_threshold``
+    by ``offload()``. ``summary_max_tokens`` bounds the checkpoint (None: window / 20 within
+    [256, 8192]). ``summarize_timeout`` (seconds, None for no limit) bounds a summarizer call.
+    ``session_id`` names the session; with an existing audit log under ``store_dir`` the
+    session resumes where it stopped. ``on_compaction(record)`` is called after each
+    compaction that wrote a record; an exception in it becomes a RuntimeWarning.
+
+    One compaction at a time: a second call while one runs (from another thread, or another
+    task while ``acompact`` awaits its summarizer) raises ``Error`` with code "CK_EBUSY".
+    ``offload``, ``read_evidence`` and ``search_evidence`` may run meanwhile.
+    """
+
+    def __init__(self, context_window, *, session_id=None, store_dir=".ctxkeel", warn=0.60,
+                 soft=0.70, full=0.80, emergency=0.95, keep_tail=6, offload_threshold=4000,
+                 tool_offload_threshold=10000, summary_max_tokens=None, summarize_timeout=60.0,
+                 estimator="default", format="auto", pin_first_user=True, on_compaction=None):
+        self._timeout = _check_timeout(summarize_timeout)
+        if on_compaction is not None and not callable(on_compaction):
+            raise TypeError("ctxkeel: on_compaction must be callable or None, not %s"
+                            % type(on_compaction).__name__)
+        self._core = _ext.Compactor(
+            context_window, session_id=session_id, store_dir=store_dir, warn=warn, soft=soft,
+            full=full, emergency=emergency, keep_tail=keep_tail,
+            offload_threshold=offload_threshold, tool_offload_threshold=tool_offload_threshold,
+            summary_max_tokens=summary_max_tokens, estimator=estimator, format=format,
+            pin_first_user=pin_first_user)
+        self._estimator = estimator
+        self._on_compaction = on_compaction
+
+    def __repr__(self):
+        return "Compactor(%d, session_id=%r)" % (self.options["context_window"], self.session_id)
+
+    # ---- compaction ----------------------------------------------------------------------
+
+    def compact(self, messages, *, tools=None, summarize=None):
+        """Returns a CompactionResult for ``messages`` (a list of message dicts).
+
+        ``tools`` is the tool-schema list sent with the request (its tokens count).
+        ``summarize(request) -> str`` writes the checkpoint when the soft or full tier needs
+        one; None uses the built-in extractive summarizer. It runs in a daemon thread for at
+        most ``summarize_timeout`` seconds (a coroutine function runs on a private event loop
+        there; prefer ``acompact`` for those). Its failures never raise here.
+        """
+        _check_summarize(summarize)
+        job = self._begin(messages, tools, summarize)
+        try:
+            if job.needs_summary:
+                reply, failure = _call_in_thread(summarize, self._request(job), self._timeout)
+                _answer(job, reply, failure)
+            out = job.finish()
+        finally:
+            job.close()
+        return self._result(out)
+
+    async def acompact(self, messages, *, tools=None, summarize=None):
+        """``compact`` for asyncio. ``summarize`` may be a coroutine function, a function
+        that returns an awaitable, or a plain function (run in a daemon thread, so a slow one
+        does not block the loop). The loop keeps running other tasks while the summary is
+        written. Cancelling the task cancels the summarizer's coroutine and propagates;
+        the Compactor stays usable."""
+        _check_summarize(summarize)
+        job = self._begin(messages, tools, summarize)
+        try:
+            if job.needs_summary:
+                reply, failure = await _call_async(summarize, self._request(job), self._timeout)
+                _answer(job, reply, failure)
+            out = job.finish()
+        finally:
+            job.close()
+        return self._result(out)
+
+    def _begin(self, messages, tools, summarize):
+        if tools is None:
+            tool_tokens = 0
+        elif isinstance(tools, list):
+            tool_tokens = estimate_tokens(tools, estimator=self._estimator) if tools else 0
+        else:
+            raise TypeError("ctxkeel: tools must be a list or None, not %s"
+                            % type(tools).__name__)
+        return self._core.begin(messages, tool_tokens, extractive=summarize is None)
+
+    @staticmethod
+    def _request(job):
+        """The request handed to the summarizer: the core's, with the span as the caller's
+        own message objects (from the snapshot taken when the compaction began)."""
+        request = job.request()
+        start, end = request.pop("span_start"), request.pop("span_end")
+        request["messages"] = list(job.snapshot[start:end])
+        return request
+
+    def _result(self, out):
+        messages, tier, record_text, tokens_before, tokens_after = out
+        record = json.loads(record_text) if record_text is not None else None
+        if record is not None and self._on_compaction is not None:
+            try:
+                self._on_compaction(record)
+            except Exception as exc:  # the agent goes on; the host hears about it
+                warnings.warn("ctxkeel: on_compaction raised %s" % _describe(exc),
+                              RuntimeWarning, stacklevel=3)
+        return CompactionResult(messages, tier, record, tokens_before, tokens_after)
+
+    # ---- evidence ------------------------------------------------------------------------
+
+    def offload(self, message):
+        """The tool-time gate: a new message whose tool results above
+        ``tool_offload_threshold`` bytes are replaced by placeholders (their full text goes
+        to the evidence store), or ``message`` itself when nothing was offloaded."""
+        return self._core.offload(message)
+
+    def read_evidence(self, ref, *, offset=0, limit=200):
+        """Lines [offset, offset + limit) of an offloaded output, exactly as stored; "" past
+        the end. ``ref`` is its tool-call id or the path stated in its placeholder. An
+        unknown ref raises InputError."""
+        return self._core.read_evidence(ref, offset=offset, limit=limit)
+
+    def search_evidence(self, ref, pattern):
+        """Lines matching ``pattern`` (POSIX extended regular expression) in the output
+        ``ref``, or in every output of the session when ``ref`` is None, as a list of
+        ``{"ref", "line", "text"}`` (line numbers from 1)."""
+        return self._core.search_evidence(ref, pattern)
+
+    def handle_read_evidence(self, call):
+        """Answers a model's call of the read_evidence tool (see ``read_evidence_tool``).
+
+        ``call`` is an OpenAI tool call (``{"id", "function": {"name", "arguments"}}``) or an
+        Anthropic tool_use block (``{"type": "tool_use", "id", "name", "input"}``). Returns
+        the tool-result message for it: ``{"role": "tool", "tool_call_id", "content"}`` or
+        ``{"type": "tool_result", "tool_use_id", "content"}``. Mistakes in the arguments and
+        unknown refs are explained in the result's text, never raised.
+        """
+        if not isinstance(call, dict):
+            raise TypeError("ctxkeel: handle_read_evidence() takes a tool call dict, not %s"
+                            % type(call).__name__)
+        if call.get("type") == "tool_use":
+            text, failed = self._answer_read(call.get("input"))
+            result = {"type": "tool_result", "tool_use_id": call.get("id"), "content": text}
+            if failed:
+                result["is_error"] = True
+            return result
+        function = call.get("function")
+        if not isinstance(function, dict):
+            raise ValueError("ctxkeel: handle_read_evidence() takes an OpenAI tool call "
+                             "({'id', 'function'}) or an Anthropic tool_use block")
+        text, _ = self._answer_read(function.get("arguments"))
+        return {"role": "tool", "tool_call_id": call.get("id"), "content": text}
+
+    def _answer_read(self, arguments):
+        """(text, failed) for the arguments of a read_evidence call."""
+        if arguments is None or arguments == "":
+            arguments = {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError as exc:
+                return _tool_error("the arguments are not valid JSON (%s)" % exc), True
+        if not isinstance(arguments, dict):
+            return _tool_error("the arguments must be a JSON object"), True
+        ref = arguments.get("ref")
+        if not isinstance(ref, str) or not ref:
+            return _tool_error("'ref' is required: the tool call id or the path named in the "
+                               "placeholder"), True
+        try:
+            offset = _int_argument(arguments, "offset", 0, 0)
+            limit = _int_argument(arguments, "limit", 200, 1)
+        except ValueError as exc:
+            return _tool_error(str(exc)), True
+        try:
+            text = self.read_evidence(ref, offset=offset, limit=limit)
+        except Error as exc:
+            return _tool_error("cannot read %r: %s" % (ref, exc)), True
+        if not text:
+            return ("read_evidence: %r has no lines from offset %d on (offsets count lines "
+                    "from 0)" % (ref, offset)), False
+        return text, False
+
+    # ---- usage and state -----------------------------------------------------------------
+
+    def observe_usage(self, prompt_tokens):
+        """The prompt tokens the provider reported for the last view sent. The ratio to
+        ctxkeel's estimate corrects later tier decisions (see ``usage_factor``)."""
+        self._core.observe_usage(prompt_tokens)
+
+    def reset(self):
+        """Forgets the session state (checkpoint, coverage, offloads); the audit log stays."""
+        self._core.reset()
+
+    @property
+    def session_id(self):
+        """The session id (given, or a new random one)."""
+        return self._core.session_id
+
+    @property
+    def usage_factor(self):
+        """The correction applied to token estimates: 1.0 until usage was observed."""
+        return self._core.usage_factor
+
+    @property
+    def options(self):
+        """The options in force, defaults filled in (a new dict on every read)."""
+        options = self._core.options
+        options["summarize_timeout"] = self._timeout
+        return options
+
+
+# ---- arguments -----------------------------------------------------------------------------
+
+
+def _check_timeout(timeout):
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError("ctxkeel: summarize_timeout must be a number or None, not %s"
+                        % type(timeout).__name__)
+    if not timeout > 0 or timeout == float("inf"):
+        err = InputError("ctxkeel: summarize_timeout: must be a positive number of seconds")
+        err.code, err.where = "CK_EINVAL", "summarize_timeout"
+        raise err
+    return float(timeout)
+
+
+def _check_summarize(summarize):
+    if summarize is not None and not callable(summarize):
+        raise TypeError("ctxkeel: summarize must be callable or None, not %s"
+                        % type(summarize).__name__)
+
+
+def _int_argument(arguments, name, default, minimum):
+    """A whole-number tool argument; models sometimes send "10" or 10.0 for 10."""
+    value = arguments.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise ValueError("'%s' must be an integer" % name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int):
+        raise ValueError("'%s' must be an integer" % name)
+    if value < minimum:
+        raise ValueError("'%s' must be at least %d" % (name, minimum))
+    return value
+
+
+def _tool_error(text):
+    return "read_evidence error: " + text
+
+
+# ---- running the summarizer ----------------------------------------------------------------
+
+
+def _describe(exc):
+    """"ValueError: text" for an exception, whatever its __str__ does."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<unprintable>"
+    if len(text) > _REASON_MAX:
+        text = text[:_REASON_MAX] + "..."
+    return "%s: %s" % (type(exc).__name__, text) if text else type(exc).__name__
+
+
+def _timed_out(timeout):
+    return "summarizer timed out after %g s" % timeout
+
+
+def _answer(job, reply, failure):
+    """Hands the summarizer's outcome to the compaction: the reply, or why there is none."""
+    if failure is None:
+        if not isinstance(reply, str):
+            failure = "summarizer returned %s" % type(reply).__name__
+        elif not reply.strip():
+            failure = "summarizer returned an empty reply"
+        else:
+            try:
+                job.set_summary(reply)
+                return
+            except InputError:
+                failure = "summarizer returned text that is not valid UTF-8"
+    # The reason may quote an exception's text, which may hold a lone surrogate.
+    job.set_failure(failure.encode("utf-8", "replace").decode("utf-8"))
+
+
+def _is_async_callable(fn):
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None))
+
+
+async def _await(awaitable):
+    return await awaitable
+
+
+def _call_in_thread(fn, request, timeout):
+    """Runs ``fn(request)`` in a daemon thread and waits at most ``timeout`` seconds.
+
+    Returns (reply, None) or (None, reason). A summarizer that hangs is left behind: it is a
+    daemon thread, so it neither holds up the agent nor keeps the interpreter from exiting.
+    An awaitable it returns is run to completion on a private event loop in that thread.
+    """
+    outcome = {}
+    done = threading.Event()
+
+    def work():
+        try:
+            value = fn(request)
+            if inspect.isawaitable(value):
+                value = asyncio.run(_await(value))
+            outcome["reply"] = value
+        except BaseException as exc:  # a thread has nowhere else to send it
+            outcome["reason"] = "summarizer raised " + _describe(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="ctxkeel-summarize", daemon=True).start()
+    if not done.wait(timeout):
+        return None, _timed_out(timeout)
+    if "reason" in outcome:
+        return None, outcome["reason"]
+    return outcome["reply"], None
+
+
+def _retrieve(task):
+    """Done callback for an abandoned task: reads its exception so that asyncio does not log
+    "exception was never retrieved" for a summarizer we stopped waiting for."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _await_with_timeout(awaitable, timeout, left=None):
+    """Awaits the summarizer's awaitable for at most ``timeout`` seconds (``left`` of them
+    when part of the time is spent already): (reply, None) or (None, reason). Its own
+    exceptions (a TimeoutError of its HTTP client, say) are told apart from running out of
+    time. Cancellation of the caller cancels it and propagates."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout if left is None else left)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        return None, _timed_out(timeout)
+    if task.cancelled():
+        return None, "summarizer was cancelled"
+    exc = task.exception()
+    if exc is not None:
+        return None, "summarizer raised " + _describe(exc)
+    return task.result(), None
+
+
+async def _call_async(fn, request, timeout):
+    """``fn(request)`` for acompact: a coroutine function runs on this loop; anything else
+    runs in a daemon thread whose result settles a future here (an awaitable it returns is
+    then awaited on this loop within what is left of the timeout)."""
+    loop = asyncio.get_running_loop()
+    if _is_async_callable(fn):
+        try:
+            awaitable = fn(request)
+        except Exception as exc:
+            return None, "summarizer raised " + _describe(exc)
+        return await _await_with_timeout(awaitable, timeout)
+
+    future = loop.create_future()
+
+    def settle(value, reason):
+        if future.done():
+            # Nobody waits any more (timed out or cancelled); do not leave a coroutine
+            # that will never run to warn about it later.
+            if inspect.iscoroutine(value):
+                value.close()
+            return
+        future.set_result((value, reason))
+
+    def work():
+        try:
+            value, reason = fn(request), None
+        except BaseException as exc:  # a thread has nowhere else to send it
+            value, reason = None, "summarizer raised " + _describe(exc)
+        try:
+            loop.call_soon_threadsafe(settle, value, reason)
+        except RuntimeError:
+            pass  # the loop is closed: the compaction is long over
+
+    started = loop.time()
+    threading.Thread(target=work, name="ctxkeel-summarize", daemon=True).start()
+    # wait() leaves the future alone when it times out or is cancelled; settle() copes.
+    done, _ = await asyncio.wait({future}, timeout=timeout)
+    if not done:
+        return None, _timed_out(timeout)
+    value, reason = future.result()
+    if reason is not None:
+        return None, reason
+    if inspect.isawaitable(value):
+        left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+        return await _await_with_timeout(value, timeout, left)
+    return value, None

@@ -1,0 +1,995 @@
+/*
+ * compactor.c - the Compactor and Compaction types of ctxkeel._ext.
+ *
+ * _ext.Compactor owns a ck_compactor: the options, the session state and the evidence store of
+ * one agent session. A compaction is split into steps so that the summarizer, which is Python
+ * code (a plain function or a coroutine, run with a timeout by ctxkeel/_compactor.py), runs
+ * between core calls rather than inside one:
+ *
+ *     job = compactor.begin(messages, tool_tokens)           ck_compactor_begin
+ *     if job.needs_summary:
+ *         request = job.request()                            ck_compaction_request
+ *         job.set_summary(text) or job.set_failure(why)      ck_compaction_set_summary/_failure
+ *     messages, tier, record, before, after = job.finish()   ck_compactor_finish, then apply.c
+ *     job.close()                                            ck_compaction_free
+ *
+ * While the summarizer runs, other threads and other coroutines run too. So the Compaction
+ * holds strong references to everything its history borrows (the snapshot of the message list
+ * and every str whose UTF-8 buffer the core reads, see ck_py_history), and the Compactor is
+ * marked busy from begin() until the job is finished or closed: a second compaction, reset()
+ * or observe_usage() in that window raises ctxkeel.Error CK_EBUSY instead of changing the
+ * session state under the first. Methods that leave the state alone (offload, read_evidence,
+ * search_evidence) stay usable, so a tool call can be handled while a summary is written.
+ *
+ * GIL: every function here keeps it for its whole run. begin() and offload() read dicts,
+ * lists and strs while the core works on them, and the core calls themselves are short (the
+ * longest write a few small files to the evidence store and the audit log). Holding the GIL
+ * across the check of the busy flag and the core call is also what makes the flag enough: no
+ * other thread can enter the same ck_compactor in between. On a free-threaded build the flag
+ * is claimed inside a critical section on the object.
+ */
+#include "state.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char MSG_BUSY[] = "concurrent use of Compactor";
+static const char MSG_CLOSED[] = "the compaction is closed";
+static const char MSG_DONE[] = "the compaction is finished already";
+static const char MSG_NO_SUMMARY[] = "the compaction needs no summary";
+static const char MSG_NO_VIEW[] = "ctxkeel: the core finished a compaction without a view";
+static const char MSG_INT_TYPE[] = "ctxkeel: %s must be an int, not %.200s";
+static const char MSG_NUMBER_TYPE[] = "ctxkeel: %s must be a float, not %.200s";
+static const char MSG_BOOL_TYPE[] = "ctxkeel: %s must be a bool, not %.200s";
+static const char MSG_STR_TYPE[] = "ctxkeel: %s must be a str, not %.200s";
+static const char MSG_OPT_STR_TYPE[] = "ctxkeel: %s must be a str or None, not %.200s";
+static const char MSG_DICT_TYPE[] =
+    "ctxkeel: offload() argument 'message' must be a dict, not %.200s";
+static const char MSG_POSITIVE[] = "must be a positive int";
+static const char MSG_NOT_NEGATIVE[] = "must be an int >= 0";
+static const char MSG_FRACTION[] = "must be a number in (0, 1]";
+static const char MSG_NUL[] = "must not contain a NUL character";
+static const char MSG_EMPTY[] = "must not be empty";
+static const char MSG_TOOL_FORMAT[] = "ctxkeel: format must be 'openai' or 'anthropic', not %R";
+static const char MSG_OFFLOAD_FAILED[] =
+    "ctxkeel: offload failed, the message is kept as it is: %s (%s)";
+
+/* The module state of an object of one of our types. The types cannot be subclassed, so the
+ * object's type is always the one that PyType_FromModuleAndSpec tied to the module. */
+static ck_module_state *state_of(PyObject *op) {
+    return (ck_module_state *)PyType_GetModuleState(Py_TYPE(op));
+}
+
+/* ---- option and argument conversion ------------------------------------------------------ */
+
+/* Raises InputError CK_EINVAL naming `name`, the way the core names a bad option. */
+static int bad_value(const ck_module_state *st, const char *name, const char *msg) {
+    ck_py_raise(st, CK_EINVAL, -1, name, msg, -1);
+    return -1;
+}
+
+/* An int in [lo, hi]. A bool is not taken for an int: Compactor(True) is a mistake. */
+static int to_uint(const ck_module_state *st, PyObject *obj, const char *name,
+                   unsigned long long lo, unsigned long long hi, const char *range_msg,
+                   unsigned long long *out) {
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, MSG_INT_TYPE, name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        /* Negative or wider than 64 bits: out of range, not a crash in the conversion. */
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return bad_value(st, name, range_msg);
+    }
+    if (v < lo || v > hi) return bad_value(st, name, range_msg);
+    *out = v;
+    return 0;
+}
+
+/* A threshold: a float (or int) in (0, 1]. The core checks their order and names the option
+ * that breaks it; 0 would mean "the default" to the core, so it is refused here. */
+static int to_fraction(const ck_module_state *st, PyObject *obj, const char *name, double *out) {
+    if ((!PyFloat_Check(obj) && !PyLong_Check(obj)) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, MSG_NUMBER_TYPE, name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    double v = PyFloat_AsDouble(obj);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    if (!isfinite(v) || !(v > 0.0 && v <= 1.0)) return bad_value(st, name, MSG_FRACTION);
+    *out = v;
+    return 0;
+}
+
+/* UTF-8 bytes of a str argument, as a new bytes object, refusing an embedded NUL when the
+ * core wants a NUL-terminated string. */
+static PyObject *to_utf8(const ck_module_state *st, PyObject *obj, const char *name,
+                         int nul_terminated) {
+    PyObject *bytes = PyUnicode_AsUTF8String(obj);
+    if (!bytes) return ck_py_raise_utf8(st, obj, -1, name);
+    if (nul_terminated && (size_t)PyBytes_GET_SIZE(bytes) != strlen(PyBytes_AS_STRING(bytes))) {
+        Py_DECREF(bytes);
+        bad_value(st, name, MSG_NUL);
+        return NULL;
+    }
+    return bytes;
+}
+
+/* An evidence ref: a tool-call id (str) or the path a placeholder states (str, bytes or
+ * os.PathLike). Returns a new bytes object. */
+static PyObject *to_ref(const ck_module_state *st, PyObject *obj) {
+    PyObject *path = PyOS_FSPath(obj);
+    if (!path) return NULL;
+    PyObject *bytes;
+    if (PyUnicode_Check(path)) {
+        bytes = to_utf8(st, path, "ref", 0);
+    } else {
+        bytes = path;
+        Py_INCREF(bytes);
+    }
+    Py_DECREF(path);
+    return bytes;
+}
+
+/* ---- the busy flag ----------------------------------------------------------------------- */
+
+/* Marks the compactor busy, or raises CK_EBUSY when it is already. */
+static int claim(ck_py_compactor *self) {
+    int taken;
+#ifdef Py_GIL_DISABLED
+    Py_BEGIN_CRITICAL_SECTION(self);
+#endif
+    taken = self->busy;
+    if (!taken) self->busy = 1;
+#ifdef Py_GIL_DISABLED
+    Py_END_CRITICAL_SECTION();
+#endif
+    if (!taken) return 0;
+    ck_py_raise(state_of((PyObject *)self), CK_EBUSY, -1, NULL, MSG_BUSY, -1);
+    return -1;
+}
+
+static void release(ck_py_compactor *self) { self->busy = 0; }
+
+/* ---- Compaction -------------------------------------------------------------------------- */
+
+/* Frees the core compaction and its history, then lets go of the busy flag. The compaction is
+ * freed first: it borrows from the history, which borrows from the pinned objects. */
+static void job_close(ck_py_compaction *job) {
+    ck_compaction_free(job->c);
+    job->c = NULL;
+    ck_py_history_dispose(&job->ph);
+    if (job->holds_busy && job->owner) release(job->owner);
+    job->holds_busy = 0;
+}
+
+/* The open compaction, or NULL with Error CK_ECLOSED raised. */
+static ck_compaction *job_open(ck_py_compaction *job) {
+    if (job->c) return job->c;
+    ck_py_raise(state_of((PyObject *)job), CK_ECLOSED, -1, NULL, MSG_CLOSED, -1);
+    return NULL;
+}
+
+/* The open compaction that still takes a reply (not finished by begin(extractive=True)). */
+static ck_compaction *job_unfinished(ck_py_compaction *job) {
+    if (!job_open(job)) return NULL;
+    if (!job->done_in_core) return job->c;
+    ck_py_raise(state_of((PyObject *)job), CK_ESTATE, -1, NULL, MSG_DONE, -1);
+    return NULL;
+}
+
+static int job_traverse(PyObject *op, visitproc visit, void *arg) {
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT((PyObject *)job->owner);
+    Py_VISIT(job->ph.snapshot);
+    Py_VISIT(job->ph.pins);
+    return 0;
+}
+
+static int job_clear(PyObject *op) {
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    job_close(job);
+    Py_CLEAR(job->owner);
+    return 0;
+}
+
+static void job_dealloc(PyObject *op) {
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    job_clear(op);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *job_get_needs_summary(PyObject *op, void *closure) {
+    (void)closure;
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    return PyBool_FromLong(job->c && !job->done_in_core && ck_compaction_needs_summary(job->c));
+}
+
+static PyObject *job_get_tier(PyObject *op, void *closure) {
+    (void)closure;
+    ck_compaction *c = job_open((ck_py_compaction *)op);
+    return c ? PyUnicode_FromString(ck_tier_name(ck_compaction_tier(c))) : NULL;
+}
+
+static PyObject *job_get_snapshot(PyObject *op, void *closure) {
+    (void)closure;
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    if (!job_open(job)) return NULL;
+    Py_INCREF(job->ph.snapshot);
+    return job->ph.snapshot;
+}
+
+/* d[key] = value, releasing `value` (a new reference; NULL means a failure already raised). */
+static int put(PyObject *d, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *job_request(PyObject *op, PyObject *unused) {
+    (void)unused;
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    ck_module_state *st = state_of(op);
+    ck_compaction *c = job_unfinished(job);
+    if (!c) return NULL;
+    ck_summary_request req;
+    int rc = ck_compaction_request(c, &req);
+    if (rc) return ck_py_raise(st, rc, -1, NULL, rc == CK_ESTATE ? MSG_NO_SUMMARY : NULL, -1);
+    PyObject *previous = Py_None;
+    if (req.previous)
+        previous = ck_py_text(req.previous, req.previous_len);
+    else
+        Py_INCREF(previous);
+    if (!previous) return NULL;
+    PyObject *d = PyDict_New();
+    if (!d || put(d, "system", ck_py_text(req.system, req.system_len)) < 0 ||
+        put(d, "prompt", ck_py_text(req.prompt, req.prompt_len)) < 0 ||
+        put(d, "max_tokens", PyLong_FromUnsignedLongLong(req.max_tokens)) < 0 ||
+        put(d, "tier", PyUnicode_FromString(ck_tier_name(req.tier))) < 0 ||
+        put(d, "span_start", PyLong_FromSize_t(req.span_start)) < 0 ||
+        put(d, "span_end", PyLong_FromSize_t(req.span_end)) < 0) {
+        Py_DECREF(previous);
+        Py_XDECREF(d);
+        return NULL;
+    }
+    /* put() releases `previous` whatever happens. */
+    if (put(d, "previous", previous) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* set_summary and set_failure: the text is copied by the core. */
+static PyObject *job_set_text(PyObject *op, PyObject *text, const char *name, int failure) {
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    ck_module_state *st = state_of(op);
+    ck_compaction *c = job_unfinished(job);
+    if (!c) return NULL;
+    if (!PyUnicode_Check(text))
+        return PyErr_Format(PyExc_TypeError, MSG_STR_TYPE, name, Py_TYPE(text)->tp_name);
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
+    if (!utf8) return ck_py_raise_utf8(st, text, -1, name);
+    int rc = failure ? ck_compaction_set_failure(c, utf8, (size_t)len)
+                     : ck_compaction_set_summary(c, utf8, (size_t)len);
+    if (rc) return ck_py_raise(st, rc, -1, NULL, NULL, -1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *job_set_summary(PyObject *op, PyObject *text) {
+    return job_set_text(op, text, "summary", 0);
+}
+
+static PyObject *job_set_failure(PyObject *op, PyObject *reason) {
+    return job_set_text(op, reason, "reason", 1);
+}
+
+static PyObject *job_finish(PyObject *op, PyObject *unused) {
+    (void)unused;
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    ck_module_state *st = state_of(op);
+    ck_compaction *c = job_open(job);
+    if (!c) return NULL;
+    PyObject *messages = NULL, *tier = NULL, *record = NULL, *before = NULL, *after = NULL;
+    PyObject *result = NULL;
+    if (!job->done_in_core) {
+        ck_error err;
+        int rc = ck_compactor_finish(job->owner->ck, c, &err);
+        if (rc) {
+            ck_py_raise_core(st, rc, &err);
+            goto done;
+        }
+    }
+    const ck_view *view = ck_compaction_view(c);
+    if (!view) {
+        PyErr_SetString(PyExc_SystemError, MSG_NO_VIEW);
+        goto done;
+    }
+    messages = ck_py_view_apply(&job->ph, view, job->format);
+    if (!messages) goto done;
+    tier = PyUnicode_FromString(ck_tier_name(ck_compaction_tier(c)));
+    size_t record_len;
+    const char *record_text = ck_compaction_record(c, &record_len);
+    if (record_text) {
+        record = ck_py_text(record_text, record_len);
+    } else {
+        record = Py_None;
+        Py_INCREF(record);
+    }
+    before = PyLong_FromUnsignedLongLong(ck_compaction_tokens_before(c));
+    after = PyLong_FromUnsignedLongLong(ck_compaction_tokens_after(c));
+    if (tier && record && before && after)
+        result = PyTuple_Pack(5, messages, tier, record, before, after);
+
+done:
+    /* Finished or failed, the job is over: the list holds what it needs of the snapshot. */
+    job_close(job);
+    Py_XDECREF(messages);
+    Py_XDECREF(tier);
+    Py_XDECREF(record);
+    Py_XDECREF(before);
+    Py_XDECREF(after);
+    return result;
+}
+
+static PyObject *job_close_method(PyObject *op, PyObject *unused) {
+    (void)unused;
+    job_close((ck_py_compaction *)op);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(job_doc,
+             "One compaction in progress, made by Compactor.begin(). It holds the snapshot of\n"
+             "the message list and every str the core reads, so the caller's objects may change\n"
+             "while a summary is written. Finish it with finish() or give it up with close();\n"
+             "until then its Compactor is busy.");
+PyDoc_STRVAR(job_request_doc,
+             "request($self, /)\n--\n\n"
+             "The summary request: a dict with 'system', 'prompt', 'max_tokens', 'tier',\n"
+             "'span_start', 'span_end' (the messages of the snapshot being summarized) and\n"
+             "'previous' (the previous checkpoint's text, or None). Raises Error CK_ESTATE\n"
+             "when the compaction needs no summary.");
+PyDoc_STRVAR(job_set_summary_doc,
+             "set_summary($self, text, /)\n--\n\n"
+             "Gives the summarizer's reply (copied). A reply without usable anchors makes\n"
+             "finish() fall back to the extractive summarizer; the record says so.");
+PyDoc_STRVAR(job_set_failure_doc,
+             "set_failure($self, reason, /)\n--\n\n"
+             "Says that the summarizer failed and why; finish() then uses the extractive\n"
+             "summarizer and the record's 'fallback' gives the reason.");
+PyDoc_STRVAR(job_finish_doc,
+             "finish($self, /)\n--\n\n"
+             "Builds the checkpoint and the view, appends the audit record and updates the\n"
+             "session state. Returns (messages, tier, record, tokens_before, tokens_after):\n"
+             "the new message list (unchanged messages are the very objects of the snapshot),\n"
+             "the tier name, the record as JSON text (None when nothing changed) and the two\n"
+             "estimates. Closes the compaction.");
+PyDoc_STRVAR(job_close_doc,
+             "close($self, /)\n--\n\n"
+             "Gives the compaction up without finishing it and frees the Compactor for the\n"
+             "next call. Closing twice does nothing.");
+
+static PyMethodDef job_methods[] = {
+    {
+        .ml_name = "request",
+        .ml_meth = job_request,
+        .ml_flags = METH_NOARGS,
+        .ml_doc = job_request_doc,
+    },
+    {
+        .ml_name = "set_summary",
+        .ml_meth = job_set_summary,
+        .ml_flags = METH_O,
+        .ml_doc = job_set_summary_doc,
+    },
+    {
+        .ml_name = "set_failure",
+        .ml_meth = job_set_failure,
+        .ml_flags = METH_O,
+        .ml_doc = job_set_failure_doc,
+    },
+    {
+        .ml_name = "finish",
+        .ml_meth = job_finish,
+        .ml_flags = METH_NOARGS,
+        .ml_doc = job_finish_doc,
+    },
+    {
+        .ml_name = "close",
+        .ml_meth = job_close_method,
+        .ml_flags = METH_NOARGS,
+        .ml_doc = job_close_doc,
+    },
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef job_getset[] = {
+    {
+        .name = "needs_summary",
+        .get = job_get_needs_summary,
+        .doc = "True when the compaction wants a summary before it can finish.",
+    },
+    {
+        .name = "tier",
+        .get = job_get_tier,
+        .doc = "The tier chosen: 'none' ... 'emergency'.",
+    },
+    {
+        .name = "snapshot",
+        .get = job_get_snapshot,
+        .doc = "The message list as it was read, as a tuple of the caller's objects.",
+    },
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* Jobs come from Compactor.begin() only. Py_TPFLAGS_DISALLOW_INSTANTIATION says so from 3.10
+ * on (and then clears tp_new); before that a heap type without tp_new would inherit object's. */
+static PyObject *job_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    (void)args;
+    (void)kwargs;
+    return PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances", type->tp_name);
+}
+
+/* One slot per line, which clang-format would pack. */
+/* clang-format off */
+static PyType_Slot job_slots[] = {
+    {Py_tp_doc, (void *)job_doc},
+    {Py_tp_new, (void *)job_new},
+    {Py_tp_dealloc, (void *)job_dealloc},
+    {Py_tp_traverse, (void *)job_traverse},
+    {Py_tp_clear, (void *)job_clear},
+    {Py_tp_methods, job_methods},
+    {Py_tp_getset, job_getset},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec job_spec = {
+    .name = "ctxkeel._ext.Compaction",
+    .basicsize = sizeof(ck_py_compaction),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+#ifdef Py_TPFLAGS_DISALLOW_INSTANTIATION
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION
+#endif
+    ,
+    .slots = job_slots,
+};
+
+/* ---- Compactor --------------------------------------------------------------------------- */
+
+/* Fills `opt` from the keyword arguments of Compactor(); `keep` receives the bytes objects
+ * whose buffers the options point at, released by the caller after ck_compactor_new (which
+ * copies the strings). */
+typedef struct compactor_args {
+    PyObject *context_window, *session_id, *store_dir, *warn, *soft, *full, *emergency;
+    PyObject *keep_tail, *offload_threshold, *tool_offload_threshold, *summary_max_tokens;
+    PyObject *estimator, *format, *pin_first_user;
+} compactor_args;
+
+static int fill_options(const ck_module_state *st, const compactor_args *a,
+                        ck_compactor_options *opt, PyObject **session, PyObject **store) {
+    unsigned long long v;
+    memset(opt, 0, sizeof *opt);
+    if (to_uint(st, a->context_window, "context_window", 1, UINT64_MAX, MSG_POSITIVE, &v) < 0)
+        return -1;
+    opt->context_window = v;
+    struct {
+        PyObject *obj;
+        const char *name;
+        double *out;
+    } fractions[] = {{a->warn, "warn", &opt->warn},
+                     {a->soft, "soft", &opt->soft},
+                     {a->full, "full", &opt->full},
+                     {a->emergency, "emergency", &opt->emergency}};
+    for (size_t k = 0; k < sizeof fractions / sizeof fractions[0]; k++)
+        if (fractions[k].obj &&
+            to_fraction(st, fractions[k].obj, fractions[k].name, fractions[k].out) < 0)
+            return -1;
+    if (a->keep_tail) {
+        if (to_uint(st, a->keep_tail, "keep_tail", 1, UINT32_MAX, MSG_POSITIVE, &v) < 0) return -1;
+        opt->keep_tail = (uint32_t)v;
+    }
+    if (a->offload_threshold) {
+        if (to_uint(st, a->offload_threshold, "offload_threshold", 1, UINT64_MAX, MSG_POSITIVE,
+                    &v) < 0)
+            return -1;
+        opt->offload_threshold = v;
+    }
+    if (a->tool_offload_threshold) {
+        if (to_uint(st, a->tool_offload_threshold, "tool_offload_threshold", 1, UINT64_MAX,
+                    MSG_POSITIVE, &v) < 0)
+            return -1;
+        opt->tool_offload_threshold = v;
+    }
+    if (a->summary_max_tokens && a->summary_max_tokens != Py_None) {
+        if (to_uint(st, a->summary_max_tokens, "summary_max_tokens", 1, UINT64_MAX, MSG_POSITIVE,
+                    &v) < 0)
+            return -1;
+        opt->summary_max_tokens = v;
+    }
+    if (ck_py_parse_estimator(a->estimator, &opt->estimator) < 0 ||
+        ck_py_parse_format(a->format, &opt->format) < 0)
+        return -1;
+    if (a->pin_first_user) {
+        if (!PyBool_Check(a->pin_first_user)) {
+            PyErr_Format(PyExc_TypeError, MSG_BOOL_TYPE, "pin_first_user",
+                         Py_TYPE(a->pin_first_user)->tp_name);
+            return -1;
+        }
+        if (a->pin_first_user == Py_False) opt->flags |= CK_OPT_NO_PIN_FIRST_USER;
+    }
+    if (a->session_id && a->session_id != Py_None) {
+        if (!PyUnicode_Check(a->session_id)) {
+            PyErr_Format(PyExc_TypeError, MSG_OPT_STR_TYPE, "session_id",
+                         Py_TYPE(a->session_id)->tp_name);
+            return -1;
+        }
+        if (!(*session = to_utf8(st, a->session_id, "session_id", 1))) return -1;
+        opt->session_id = PyBytes_AS_STRING(*session);
+    }
+    if (a->store_dir) {
+        /* str, bytes or os.PathLike; a NUL inside raises ValueError, another type TypeError. */
+        if (!PyUnicode_FSConverter(a->store_dir, store)) return -1;
+        if (PyBytes_GET_SIZE(*store) == 0) return bad_value(st, "store_dir", MSG_EMPTY);
+        opt->store_dir = PyBytes_AS_STRING(*store);
+    }
+    return 0;
+}
+
+static PyObject *compactor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"context_window",
+                             "session_id",
+                             "store_dir",
+                             "warn",
+                             "soft",
+                             "full",
+                             "emergency",
+                             "keep_tail",
+                             "offload_threshold",
+                             "tool_offload_threshold",
+                             "summary_max_tokens",
+                             "estimator",
+                             "format",
+                             "pin_first_user",
+                             NULL};
+    ck_module_state *st = (ck_module_state *)PyType_GetModuleState(type);
+    compactor_args a;
+    memset(&a, 0, sizeof a);
+    if (!st || !PyArg_ParseTupleAndKeywords(
+                   args, kwargs, "O|$OOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
+                   &a.session_id, &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency,
+                   &a.keep_tail, &a.offload_threshold, &a.tool_offload_threshold,
+                   &a.summary_max_tokens, &a.estimator, &a.format, &a.pin_first_user))
+        return NULL;
+    ck_compactor_options opt;
+    PyObject *session = NULL, *store = NULL;
+    ck_py_compactor *self = NULL;
+    if (fill_options(st, &a, &opt, &session, &store) < 0) goto done;
+    self = (ck_py_compactor *)type->tp_alloc(type, 0);
+    if (!self) goto done;
+    ck_error err;
+    self->ck = ck_compactor_new(&opt, &err);
+    if (!self->ck) {
+        ck_py_raise_core(st, err.code, &err);
+        Py_CLEAR(self);
+        goto done;
+    }
+    self->format = opt.format;
+
+done:
+    /* The core copied both strings. */
+    Py_XDECREF(session);
+    Py_XDECREF(store);
+    return (PyObject *)self;
+}
+
+static void compactor_dealloc(PyObject *op) {
+    PyTypeObject *tp = Py_TYPE(op);
+    /* No Compaction can be open here: each one holds a strong reference to its Compactor. */
+    ck_compactor_free(((ck_py_compactor *)op)->ck);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"messages", "tool_tokens", "extractive", NULL};
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    ck_module_state *st = state_of(op);
+    PyObject *messages, *tool_obj = NULL;
+    int extractive = 0;
+    unsigned long long tool_tokens = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$p:begin", kwlist, &messages, &tool_obj,
+                                     &extractive))
+        return NULL;
+    if (tool_obj &&
+        to_uint(st, tool_obj, "tool_tokens", 0, UINT64_MAX, MSG_NOT_NEGATIVE, &tool_tokens) < 0)
+        return NULL;
+    /* Claimed before the messages are read: reading runs Python code (a key's __eq__, JSON
+     * encoding), which could otherwise start a second compaction on this compactor. */
+    if (claim(self) < 0) return NULL;
+    ck_py_compaction *job = PyObject_GC_New(ck_py_compaction, (PyTypeObject *)st->CompactionType);
+    if (!job) {
+        release(self);
+        return NULL;
+    }
+    job->owner = self;
+    Py_INCREF(self);
+    job->c = NULL;
+    job->holds_busy = 1;
+    job->done_in_core = 0;
+    job->format = CK_FORMAT_AUTO;
+    memset(&job->ph, 0, sizeof job->ph);
+    PyObject_GC_Track((PyObject *)job);
+    if (ck_py_history_init(&job->ph, st) < 0 || ck_py_history_read_list(&job->ph, messages) < 0)
+        goto error;
+    /* The core resolves the format the same way; the binding needs it to shape new messages,
+     * and asking first gives the same error for a history that matches no format. */
+    ck_error err;
+    int rc = ck_history_format(job->ph.h, self->format, &job->format, &err);
+    if (rc == CK_OK && extractive) {
+        /* No summarizer: begin, summarize extractively and finish in one core call, so the
+         * record does not report the built-in summarizer as a fallback. */
+        rc = ck_compactor_compact(self->ck, job->ph.h, tool_tokens, NULL, NULL, &job->c, &err);
+        job->done_in_core = rc == CK_OK;
+    } else if (rc == CK_OK) {
+        rc = ck_compactor_begin(self->ck, job->ph.h, tool_tokens, &job->c, &err);
+    }
+    if (rc != CK_OK) {
+        ck_py_raise_core(st, rc, &err);
+        goto error;
+    }
+    return (PyObject *)job;
+
+error:
+    /* The dealloc closes the job, which frees the busy flag. */
+    Py_DECREF(job);
+    return NULL;
+}
+
+static PyObject *compactor_offload(PyObject *op, PyObject *message) {
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    ck_module_state *st = state_of(op);
+    if (!PyDict_Check(message))
+        return PyErr_Format(PyExc_TypeError, MSG_DICT_TYPE, Py_TYPE(message)->tp_name);
+    ck_py_history ph;
+    ck_view *view = NULL;
+    PyObject *result = NULL;
+    ck_format format;
+    ck_error err;
+    if (ck_py_history_init(&ph, st) < 0) return NULL;
+    if (ck_py_history_read_message(&ph, message) < 0) goto done;
+    int rc = ck_history_format(ph.h, self->format, &format, &err);
+    if (rc == CK_OK) rc = ck_compactor_offload(self->ck, ph.h, 0, &view, &err);
+    if (rc != CK_OK) {
+        ck_py_raise_core(st, rc, &err);
+        goto done;
+    }
+    /* Fail-open: a store that cannot be written leaves the output in place, and says why. */
+    if (err.code == CK_EIO &&
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1, MSG_OFFLOAD_FAILED, err.msg, err.where) < 0)
+        goto done;
+    if (ck_view_is_identity(view)) {
+        result = message;
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *list = ck_py_view_apply(&ph, view, format);
+    if (list) {
+        result = PyList_GET_ITEM(list, 0);
+        Py_INCREF(result);
+        Py_DECREF(list);
+    }
+
+done:
+    ck_view_free(view);
+    ck_py_history_dispose(&ph);
+    return result;
+}
+
+static PyObject *compactor_read_evidence(PyObject *op, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"ref", "offset", "limit", NULL};
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    ck_module_state *st = state_of(op);
+    PyObject *ref_obj, *offset_obj = NULL, *limit_obj = NULL;
+    unsigned long long offset = 0, limit = 200;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:read_evidence", kwlist, &ref_obj,
+                                     &offset_obj, &limit_obj))
+        return NULL;
+    if ((offset_obj &&
+         to_uint(st, offset_obj, "offset", 0, SIZE_MAX, MSG_NOT_NEGATIVE, &offset) < 0) ||
+        (limit_obj && to_uint(st, limit_obj, "limit", 0, SIZE_MAX, MSG_NOT_NEGATIVE, &limit) < 0))
+        return NULL;
+    PyObject *ref = to_ref(st, ref_obj);
+    if (!ref) return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    ck_error err;
+    int rc =
+        ck_compactor_read_evidence(self->ck, PyBytes_AS_STRING(ref), (size_t)PyBytes_GET_SIZE(ref),
+                                   (size_t)offset, (size_t)limit, &text, &len, &err);
+    Py_DECREF(ref);
+    if (rc != CK_OK) return ck_py_raise_core(st, rc, &err);
+    PyObject *result = ck_py_text(text, len);
+    ck_free(text);
+    return result;
+}
+
+static PyObject *compactor_search_evidence(PyObject *op, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"ref", "pattern", NULL};
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    ck_module_state *st = state_of(op);
+    PyObject *ref_obj, *pattern_obj, *ref = NULL, *pattern = NULL, *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:search_evidence", kwlist, &ref_obj,
+                                     &pattern_obj))
+        return NULL;
+    if (!PyUnicode_Check(pattern_obj))
+        return PyErr_Format(PyExc_TypeError, MSG_STR_TYPE, "pattern",
+                            Py_TYPE(pattern_obj)->tp_name);
+    if (ref_obj != Py_None && !(ref = to_ref(st, ref_obj))) return NULL;
+    pattern = to_utf8(st, pattern_obj, "pattern", 1);
+    if (!pattern) goto done;
+    char *json = NULL;
+    size_t len = 0;
+    ck_error err;
+    int rc = ck_compactor_search_evidence(self->ck, ref ? PyBytes_AS_STRING(ref) : NULL,
+                                          ref ? (size_t)PyBytes_GET_SIZE(ref) : 0,
+                                          PyBytes_AS_STRING(pattern), 0, &json, &len, &err);
+    if (rc != CK_OK) {
+        ck_py_raise_core(st, rc, &err);
+        goto done;
+    }
+    PyObject *text = ck_py_text(json, len);
+    ck_free(json);
+    if (text) {
+        result = PyObject_CallOneArg(st->json_loads, text);
+        Py_DECREF(text);
+    }
+
+done:
+    Py_XDECREF(ref);
+    Py_XDECREF(pattern);
+    return result;
+}
+
+static PyObject *compactor_observe_usage(PyObject *op, PyObject *arg) {
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    unsigned long long tokens;
+    if (to_uint(state_of(op), arg, "prompt_tokens", 0, UINT64_MAX, MSG_NOT_NEGATIVE, &tokens) < 0 ||
+        claim(self) < 0)
+        return NULL;
+    ck_compactor_observe_usage(self->ck, tokens);
+    release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *compactor_reset(PyObject *op, PyObject *unused) {
+    (void)unused;
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    if (claim(self) < 0) return NULL;
+    ck_compactor_reset(self->ck);
+    release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *compactor_get_session_id(PyObject *op, void *closure) {
+    (void)closure;
+    const char *id = ck_compactor_session_id(((ck_py_compactor *)op)->ck);
+    return ck_py_text(id, strlen(id));
+}
+
+static PyObject *compactor_get_usage_factor(PyObject *op, void *closure) {
+    (void)closure;
+    return PyFloat_FromDouble(ck_compactor_usage_factor(((ck_py_compactor *)op)->ck));
+}
+
+static PyObject *compactor_get_busy(PyObject *op, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(((ck_py_compactor *)op)->busy);
+}
+
+static PyObject *compactor_get_options(PyObject *op, void *closure) {
+    (void)closure;
+    static const char *const formats[] = {"auto", "openai", "anthropic"};
+    ck_compactor_options o;
+    ck_compactor_get_options(((ck_py_compactor *)op)->ck, &o);
+    PyObject *store = PyUnicode_DecodeFSDefault(o.store_dir);
+    if (!store) return NULL;
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:s,s:N,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:s,s:s,s:O}", "context_window",
+        (unsigned long long)o.context_window, "session_id", o.session_id, "store_dir", store,
+        "warn", o.warn, "soft", o.soft, "full", o.full, "emergency", o.emergency, "keep_tail",
+        (unsigned int)o.keep_tail, "offload_threshold", (unsigned long long)o.offload_threshold,
+        "tool_offload_threshold", (unsigned long long)o.tool_offload_threshold,
+        "summary_max_tokens", (unsigned long long)o.summary_max_tokens, "estimator",
+        o.estimator == CK_EST_CHARS4 ? "chars4" : "default", "format",
+        (unsigned)o.format <= CK_FORMAT_ANTHROPIC ? formats[o.format] : "auto", "pin_first_user",
+        (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True);
+    return d;
+}
+
+PyDoc_STRVAR(compactor_doc,
+             "Compactor(context_window, *, session_id=None, store_dir='.ctxkeel', warn=0.6, "
+             "soft=0.7, full=0.8, emergency=0.95, keep_tail=6, offload_threshold=4000, "
+             "tool_offload_threshold=10000, summary_max_tokens=None, estimator='default', "
+             "format='auto', pin_first_user=True)\n"
+             "--\n"
+             "\n"
+             "The core of ctxkeel.Compactor: one agent session's compaction state, its evidence\n"
+             "store and its audit log. Use ctxkeel.Compactor, which runs the summarizer.\n"
+             "A session_id whose audit log exists under store_dir resumes that session.\n"
+             "Wrong types raise TypeError; bad values raise InputError naming the option.");
+PyDoc_STRVAR(begin_doc,
+             "begin($self, messages, tool_tokens=0, /, *, extractive=False)\n--\n\n"
+             "Starts a compaction of messages (a list of message dicts, never modified) and\n"
+             "returns it as a Compaction; the Compactor is busy until it is finished or\n"
+             "closed. tool_tokens is the cost of the tool schemas sent with the request.\n"
+             "With extractive=True the built-in summarizer is used and the compaction is\n"
+             "finished at once (finish() then only builds the result).");
+PyDoc_STRVAR(offload_doc,
+             "offload($self, message, /)\n--\n\n"
+             "The tool-time gate: stores each tool result of message longer than\n"
+             "tool_offload_threshold bytes in the evidence store and returns a new message\n"
+             "with placeholders; returns message itself when nothing was offloaded. A store\n"
+             "that cannot be written leaves the message as it is (with a RuntimeWarning).");
+PyDoc_STRVAR(read_evidence_doc,
+             "read_evidence($self, /, ref, *, offset=0, limit=200)\n--\n\n"
+             "Lines [offset, offset + limit) of an offloaded output, exactly as stored (''\n"
+             "past the end). ref is its tool-call id or the path its placeholder states.\n"
+             "An unknown ref raises InputError.");
+PyDoc_STRVAR(search_evidence_doc,
+             "search_evidence($self, /, ref, pattern)\n--\n\n"
+             "Lines matching pattern (a POSIX extended regular expression) in one offloaded\n"
+             "output, or in all of the session's when ref is None: a list of dicts\n"
+             "{'ref', 'line' (1-based), 'text'}, at most 1000.");
+PyDoc_STRVAR(observe_usage_doc,
+             "observe_usage($self, prompt_tokens, /)\n--\n\n"
+             "The prompt tokens the provider counted for the last view returned. Their ratio\n"
+             "to ctxkeel's estimate corrects later tier decisions (see usage_factor). 0 is\n"
+             "ignored.");
+PyDoc_STRVAR(reset_doc, "reset($self, /)\n--\n\n"
+                        "Forgets the session state (checkpoint, coverage, offloads); the audit\n"
+                        "log stays.");
+
+static PyMethodDef compactor_methods[] = {
+    {
+        .ml_name = "begin",
+        .ml_meth = (PyCFunction)(void (*)(void))compactor_begin,
+        .ml_flags = METH_VARARGS | METH_KEYWORDS,
+        .ml_doc = begin_doc,
+    },
+    {
+        .ml_name = "offload",
+        .ml_meth = compactor_offload,
+        .ml_flags = METH_O,
+        .ml_doc = offload_doc,
+    },
+    {
+        .ml_name = "read_evidence",
+        .ml_meth = (PyCFunction)(void (*)(void))compactor_read_evidence,
+        .ml_flags = METH_VARARGS | METH_KEYWORDS,
+        .ml_doc = read_evidence_doc,
+    },
+    {
+        .ml_name = "search_evidence",
+        .ml_meth = (PyCFunction)(void (*)(void))compactor_search_evidence,
+        .ml_flags = METH_VARARGS | METH_KEYWORDS,
+        .ml_doc = search_evidence_doc,
+    },
+    {
+        .ml_name = "observe_usage",
+        .ml_meth = compactor_observe_usage,
+        .ml_flags = METH_O,
+        .ml_doc = observe_usage_doc,
+    },
+    {
+        .ml_name = "reset",
+        .ml_meth = compactor_reset,
+        .ml_flags = METH_NOARGS,
+        .ml_doc = reset_doc,
+    },
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef compactor_getset[] = {
+    {
+        .name = "session_id",
+        .get = compactor_get_session_id,
+        .doc = "The session id.",
+    },
+    {
+        .name = "usage_factor",
+        .get = compactor_get_usage_factor,
+        .doc = "The correction applied to estimates: 1.0 until usage was observed.",
+    },
+    {
+        .name = "busy",
+        .get = compactor_get_busy,
+        .doc = "True while a Compaction begun on this compactor is open.",
+    },
+    {
+        .name = "options",
+        .get = compactor_get_options,
+        .doc = "The options in force, defaults filled in, as a dict.",
+    },
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* One slot per line, which clang-format would pack. */
+/* clang-format off */
+static PyType_Slot compactor_slots[] = {
+    {Py_tp_doc, (void *)compactor_doc},
+    {Py_tp_new, (void *)compactor_new},
+    {Py_tp_dealloc, (void *)compactor_dealloc},
+    {Py_tp_methods, compactor_methods},
+    {Py_tp_getset, compactor_getset},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec compactor_spec = {
+    .name = "ctxkeel._ext.Compactor",
+    .basicsize = sizeof(ck_py_compactor),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = compactor_slots,
+};
+
+/* ---- module level ------------------------------------------------------------------------ */
+
+PyObject *ck_py_read_evidence_tool(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"format", NULL};
+    ck_module_state *st = ck_py_state(module);
+    PyObject *format_obj = NULL;
+    ck_format format = CK_FORMAT_OPENAI;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:read_evidence_tool", kwlist, &format_obj))
+        return NULL;
+    if (format_obj) {
+        if (ck_py_parse_format(format_obj, &format) < 0) return NULL;
+        if (format == CK_FORMAT_AUTO)
+            return PyErr_Format(PyExc_ValueError, MSG_TOOL_FORMAT, format_obj);
+    }
+    PyObject *text = PyUnicode_FromString(ck_read_evidence_tool(format));
+    if (!text) return NULL;
+    /* A new dict on every call, so a caller may edit its copy. */
+    PyObject *tool = PyObject_CallOneArg(st->json_loads, text);
+    Py_DECREF(text);
+    return tool;
+}
+
+/* Adds `value` (a new reference, stolen even on failure) to the module. */
+static int add_new(PyObject *module, const char *name, PyObject *value) {
+    if (!value) return -1;
+    if (PyModule_AddObject(module, name, value) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    return 0;
+}
+
+int ck_py_compactor_init(PyObject *module, ck_module_state *st) {
+    st->CompactorType = PyType_FromModuleAndSpec(module, &compactor_spec, NULL);
+    if (!st->CompactorType) return -1;
+    st->CompactionType = PyType_FromModuleAndSpec(module, &job_spec, NULL);
+    if (!st->CompactionType) return -1;
+    Py_INCREF(st->CompactorType);
+    if (add_new(module, "Compactor", st->CompactorType) < 0) return -1;
+    Py_INCREF(st->CompactionType);
+    if (add_new(module, "Compaction", st->CompactionType) < 0) return -1;
+    PyObject *tiers = PyTuple_New(CK_TIER_EMERGENCY + 1);
+    if (!tiers) return -1;
+    for (int t = 0; t <= CK_TIER_EMERGENCY; t++) {
+        PyObject *name = PyUnicode_InternFromString(ck_tier_name((ck_tier)t));
+        if (!name) {
+            Py_DECREF(tiers);
+            return -1;
+        }
+        PyTuple_SET_ITEM(tiers, t, name);
+    }
+    if (add_new(module, "TIERS", tiers) < 0) return -1;
+    return add_new(module, "CHECKPOINT_MARKER", PyUnicode_FromString(ck_checkpoint_marker()));
+}

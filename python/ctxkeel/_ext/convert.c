@@ -1,0 +1,462 @@
+/*
+ * convert.c - reads message dicts into a ck_history, following docs/mapping.md.
+ *
+ * The history borrows: each part's text, id and name point into the UTF-8 buffer that
+ * PyUnicode_AsUTF8AndSize keeps inside the str object, so nothing is copied except text that
+ * has to be made (the joined text of a list content, JSON text of tool-call arguments). Joined
+ * text lives in ck_history_alloc() storage; JSON text is a new str pinned in the history.
+ *
+ * Places in errors are built only when an error happens: a `field` carries a printf format
+ * and up to two indices, and is formatted behind the message prefix ("messages[3]") on the
+ * error path alone.
+ */
+#include "state.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char MSG_NOT_A_LIST[] = "ctxkeel: messages must be a list, not %.200s";
+static const char MSG_MISSING[] = "required field is missing";
+static const char MSG_NOT_STR[] = "expected a string";
+static const char MSG_NOT_DICT[] = "expected a dict";
+static const char MSG_NOT_LIST[] = "expected a list";
+static const char MSG_NOT_ITEM[] = "expected a dict or a string";
+static const char MSG_NOT_CONTENT[] = "expected a string, a list or null";
+static const char MSG_NOT_TEXT[] = "expected a string or a list";
+static const char MSG_NOT_JSON[] = "cannot be serialized as JSON";
+static const char MSG_TOO_MANY[] = "too many items";
+
+/* A place inside a message, relative to its prefix: ".content[%zd].text" and its indices. */
+typedef struct field {
+    const char *fmt;
+    Py_ssize_t a, b;
+} field;
+
+#define FIELD0(fmt) ((field){(fmt), 0, 0})
+#define FIELD1(fmt, a) ((field){(fmt), (a), 0})
+#define FIELD2(fmt, a, b) ((field){(fmt), (a), (b)})
+
+/* Formats the full place of `f` in message `i` into `buf`. */
+static void format_place(const ck_py_history *ph, Py_ssize_t i, field f, char *buf, size_t size) {
+    int n = ph->single ? snprintf(buf, size, "message") : snprintf(buf, size, "messages[%zd]", i);
+    if (n < 0 || (size_t)n >= size) return;
+    /* Every format names at most two indices; unused arguments are ignored by printf. */
+    snprintf(buf + n, size - (size_t)n, f.fmt, f.a, f.b);
+}
+
+/* Raises InputError `code` at field `f` of message `i`. Always returns -1. */
+static int fail(const ck_py_history *ph, int code, Py_ssize_t i, const char *msg, field f) {
+    char where[CK_PY_WHERE_MAX];
+    format_place(ph, i, f, where, sizeof where);
+    ck_py_raise(ph->st, code, i, where, msg, -1);
+    return -1;
+}
+
+/* Raises what a failed core call reported. Always returns -1. */
+static int fail_core(const ck_py_history *ph, int rc, const ck_error *err) {
+    ck_py_raise_core(ph->st, rc, err);
+    return -1;
+}
+
+/* Keeps `obj` alive until the history is disposed of. */
+static int pin(ck_py_history *ph, PyObject *obj) { return PyList_Append(ph->pins, obj); }
+
+/* Borrows the UTF-8 buffer of str `s` (field `f` of message `i`) and pins `s`. A str that
+ * cannot be encoded (a lone surrogate) raises InputError CK_EUTF8 naming the field; the place
+ * is formatted only then. */
+static int borrow(ck_py_history *ph, PyObject *s, const char **out, size_t *len, Py_ssize_t i,
+                  field f) {
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!text) {
+        char where[CK_PY_WHERE_MAX];
+        format_place(ph, i, f, where, sizeof where);
+        ck_py_raise_utf8(ph->st, s, i, where);
+        return -1;
+    }
+    if (pin(ph, s) < 0) return -1;
+    *out = text;
+    *len = (size_t)n;
+    return 0;
+}
+
+PyObject *ck_py_compact_json(const ck_module_state *st, PyObject *obj) {
+    return PyObject_CallOneArg(st->json_encode, obj);
+}
+
+/* `obj` as compact JSON text, borrowed like any other str. A value that JSON cannot express
+ * (or a circular one) is the caller's input error, named at field `f`. */
+static int borrow_json(ck_py_history *ph, PyObject *obj, const char **out, size_t *len,
+                       Py_ssize_t i, field f) {
+    PyObject *text = ck_py_compact_json(ph->st, obj);
+    if (!text) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
+            return fail(ph, CK_ETYPE, i, MSG_NOT_JSON, f);
+        return -1;
+    }
+    int rc = borrow(ph, text, out, len, i, f);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* dict[key], borrowed, or NULL when absent (check PyErr_Occurred()). The dict holds the value
+ * only until Python code runs, so callers pin what they keep. */
+static PyObject *get(PyObject *dict, PyObject *key) { return PyDict_GetItemWithError(dict, key); }
+
+/* A required str field: absent is CK_EMISSING, any other type CK_ETYPE, both at `f`. */
+static int need_str(ck_py_history *ph, PyObject *dict, PyObject *key, const char **out, size_t *len,
+                    Py_ssize_t i, field f) {
+    PyObject *value = get(dict, key);
+    if (!value) return PyErr_Occurred() ? -1 : fail(ph, CK_EMISSING, i, MSG_MISSING, f);
+    if (!PyUnicode_Check(value)) return fail(ph, CK_ETYPE, i, MSG_NOT_STR, f);
+    return borrow(ph, value, out, len, i, f);
+}
+
+/* A tuple snapshot of a list, pinned: later reads (and apply.c) see the items as they were
+ * when they were read, even if Python code changes the list in between. */
+static PyObject *snapshot(ck_py_history *ph, PyObject *list) {
+    PyObject *tuple = PyList_AsTuple(list);
+    if (!tuple) return NULL;
+    int rc = pin(ph, tuple);
+    Py_DECREF(tuple);
+    return rc < 0 ? NULL : tuple;
+}
+
+/* One piece of a joined text. */
+typedef struct piece {
+    const char *text;
+    size_t len;
+} piece;
+
+/*
+ * The text of a tool result: a str, or the "text" of every item of a list (bare str items
+ * count too) joined with "\n"; items without text are skipped. `whole` names the content and
+ * `item_fmt` an item's text (formatted with `outer` and the item index when `outer` >= 0,
+ * with the item index alone otherwise).
+ */
+static int join_text(ck_py_history *ph, PyObject *content, const char **out, size_t *len,
+                     Py_ssize_t i, field whole, const char *item_fmt, Py_ssize_t outer) {
+    *out = "";
+    *len = 0;
+    if (!content || content == Py_None) return 0;
+    if (PyUnicode_Check(content)) return borrow(ph, content, out, len, i, whole);
+    if (!PyList_Check(content)) return fail(ph, CK_ETYPE, i, MSG_NOT_TEXT, whole);
+    PyObject *items = snapshot(ph, content);
+    if (!items) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    if (n == 0) return 0;
+    piece *pieces = PyMem_Malloc((size_t)n * sizeof *pieces);
+    if (!pieces) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t used = 0;
+    size_t total = 0;
+    int rc = -1;
+    for (Py_ssize_t m = 0; m < n; m++) {
+        PyObject *item = PyTuple_GET_ITEM(items, m);
+        field f = outer >= 0 ? FIELD2(item_fmt, outer, m) : FIELD1(item_fmt, m);
+        PyObject *text = item;
+        if (PyDict_Check(item)) {
+            text = get(item, ph->st->s_text);
+            if (!text && PyErr_Occurred()) goto done;
+            if (!text || text == Py_None) continue;
+            if (!PyUnicode_Check(text)) {
+                fail(ph, CK_ETYPE, i, MSG_NOT_STR, f);
+                goto done;
+            }
+        } else if (!PyUnicode_Check(item)) {
+            continue;
+        }
+        if (borrow(ph, text, &pieces[used].text, &pieces[used].len, i, f) < 0) goto done;
+        total += pieces[used].len;
+        used++;
+    }
+    if (used == 1) {
+        /* One piece needs no copy: its buffer is pinned already. */
+        *out = pieces[0].text;
+        *len = pieces[0].len;
+    } else if (used > 1) {
+        total += (size_t)used - 1;
+        char *buf = ck_history_alloc(ph->h, total ? total : 1);
+        if (!buf) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        size_t at = 0;
+        for (Py_ssize_t k = 0; k < used; k++) {
+            if (k) buf[at++] = '\n';
+            if (pieces[k].len) memcpy(buf + at, pieces[k].text, pieces[k].len);
+            at += pieces[k].len;
+        }
+        *out = buf;
+        *len = at;
+    }
+    rc = 0;
+
+done:
+    PyMem_Free(pieces);
+    return rc;
+}
+
+static ck_role role_of(PyObject *role) {
+    static const char *const names[] = {"system", "developer", "user", "assistant", "tool"};
+    for (int r = 0; r < (int)(sizeof names / sizeof names[0]); r++)
+        if (PyUnicode_CompareWithASCIIString(role, names[r]) == 0) return (ck_role)r;
+    return CK_ROLE_OTHER;
+}
+
+static int type_is(PyObject *type, const char *name) {
+    return PyUnicode_CompareWithASCIIString(type, name) == 0;
+}
+
+/* Content list item `k` of message `i` into `p` (zeroed by the caller, host set). */
+static int read_block(ck_py_history *ph, PyObject *item, Py_ssize_t i, Py_ssize_t k, ck_part *p) {
+    ck_module_state *st = ph->st;
+    if (PyUnicode_Check(item)) {
+        p->kind = CK_PART_TEXT;
+        return borrow(ph, item, &p->text, &p->text_len, i, FIELD1(".content[%zd]", k));
+    }
+    if (!PyDict_Check(item)) return fail(ph, CK_ETYPE, i, MSG_NOT_ITEM, FIELD1(".content[%zd]", k));
+    PyObject *type = get(item, st->s_type);
+    if (!type) {
+        if (PyErr_Occurred()) return -1;
+        return fail(ph, CK_EMISSING, i, MSG_MISSING, FIELD1(".content[%zd].type", k));
+    }
+    if (!PyUnicode_Check(type))
+        return fail(ph, CK_ETYPE, i, MSG_NOT_STR, FIELD1(".content[%zd].type", k));
+    if (type_is(type, "text")) {
+        p->kind = CK_PART_TEXT;
+        return need_str(ph, item, st->s_text, &p->text, &p->text_len, i,
+                        FIELD1(".content[%zd].text", k));
+    }
+    if (type_is(type, "image_url") || type_is(type, "image")) {
+        p->kind = CK_PART_IMAGE;
+        p->flags = type_is(type, "image") ? CK_PART_ANTHROPIC : CK_PART_OPENAI;
+        return 0;
+    }
+    if (type_is(type, "tool_use")) {
+        p->kind = CK_PART_TOOL_CALL;
+        p->flags = CK_PART_ANTHROPIC;
+        if (need_str(ph, item, st->s_id, &p->id, &p->id_len, i, FIELD1(".content[%zd].id", k)) <
+                0 ||
+            need_str(ph, item, st->s_name, &p->name, &p->name_len, i,
+                     FIELD1(".content[%zd].name", k)) < 0)
+            return -1;
+        PyObject *input = get(item, st->s_input);
+        if (!input) return PyErr_Occurred() ? -1 : 0;
+        /* Pinned before encoding: the encoder may run Python code that edits the item. */
+        if (pin(ph, input) < 0) return -1;
+        return borrow_json(ph, input, &p->text, &p->text_len, i, FIELD1(".content[%zd].input", k));
+    }
+    if (type_is(type, "tool_result")) {
+        p->kind = CK_PART_TOOL_RESULT;
+        p->flags = CK_PART_ANTHROPIC;
+        PyObject *is_error = get(item, st->s_is_error);
+        if (!is_error && PyErr_Occurred()) return -1;
+        if (is_error == Py_True) p->flags |= CK_PART_IS_ERROR;
+        if (need_str(ph, item, st->s_tool_use_id, &p->id, &p->id_len, i,
+                     FIELD1(".content[%zd].tool_use_id", k)) < 0)
+            return -1;
+        PyObject *content = get(item, st->s_content);
+        if (!content && PyErr_Occurred()) return -1;
+        return join_text(ph, content, &p->text, &p->text_len, i, FIELD1(".content[%zd].content", k),
+                         ".content[%zd].content[%zd].text", k);
+    }
+    /* Any other block is kept as it is; its text, if it has one, still costs tokens. */
+    p->kind = CK_PART_OTHER;
+    int thinking = type_is(type, "thinking");
+    if (thinking || type_is(type, "redacted_thinking")) p->flags = CK_PART_ANTHROPIC;
+    PyObject *text = get(item, thinking ? st->s_thinking : st->s_text);
+    if (!text) return PyErr_Occurred() ? -1 : 0;
+    if (!PyUnicode_Check(text)) return 0;
+    return borrow(ph, text, &p->text, &p->text_len, i,
+                  FIELD2(thinking ? ".content[%zd].thinking" : ".content[%zd].text", k, 0));
+}
+
+/* The content list of message `i`: one part per item, host = the item's index. */
+static int read_content_list(ck_py_history *ph, ck_py_source *src, PyObject *content,
+                             Py_ssize_t i) {
+    PyObject *items = snapshot(ph, content);
+    if (!items) return -1;
+    src->content = items;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    if (n > CK_PY_HOST_INDEX_MAX) return fail(ph, CK_ETOOBIG, i, MSG_TOO_MANY, FIELD0(".content"));
+    for (Py_ssize_t k = 0; k < n; k++) {
+        ck_part p;
+        ck_error err;
+        memset(&p, 0, sizeof p);
+        p.host = (uint32_t)k;
+        if (read_block(ph, PyTuple_GET_ITEM(items, k), i, k, &p) < 0) return -1;
+        int rc = ck_history_add_part(ph->h, &p, &err);
+        if (rc) return fail_core(ph, rc, &err);
+    }
+    return 0;
+}
+
+/* The tool_calls of message `i` (any role): one TOOL_CALL part per item. */
+static int read_tool_calls(ck_py_history *ph, ck_py_source *src, PyObject *msg, Py_ssize_t i) {
+    ck_module_state *st = ph->st;
+    PyObject *calls = get(msg, st->s_tool_calls);
+    if (!calls) return PyErr_Occurred() ? -1 : 0;
+    if (calls == Py_None) return 0;
+    if (!PyList_Check(calls)) return fail(ph, CK_ETYPE, i, MSG_NOT_LIST, FIELD0(".tool_calls"));
+    PyObject *items = snapshot(ph, calls);
+    if (!items) return -1;
+    src->calls = items;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    if (n > CK_PY_HOST_INDEX_MAX)
+        return fail(ph, CK_ETOOBIG, i, MSG_TOO_MANY, FIELD0(".tool_calls"));
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *call = PyTuple_GET_ITEM(items, j);
+        if (!PyDict_Check(call))
+            return fail(ph, CK_ETYPE, i, MSG_NOT_DICT, FIELD1(".tool_calls[%zd]", j));
+        ck_part p;
+        ck_error err;
+        memset(&p, 0, sizeof p);
+        p.kind = CK_PART_TOOL_CALL;
+        p.flags = CK_PART_OPENAI;
+        p.host = CK_PY_HOST_CALL | (uint32_t)j;
+        if (need_str(ph, call, st->s_id, &p.id, &p.id_len, i, FIELD1(".tool_calls[%zd].id", j)) < 0)
+            return -1;
+        PyObject *fn = get(call, st->s_function);
+        if (!fn) {
+            if (PyErr_Occurred()) return -1;
+            return fail(ph, CK_EMISSING, i, MSG_MISSING, FIELD1(".tool_calls[%zd].function", j));
+        }
+        if (!PyDict_Check(fn))
+            return fail(ph, CK_ETYPE, i, MSG_NOT_DICT, FIELD1(".tool_calls[%zd].function", j));
+        /* The function dict is pinned so that its strs stay reachable while we read it. */
+        if (pin(ph, fn) < 0 || need_str(ph, fn, st->s_name, &p.name, &p.name_len, i,
+                                        FIELD1(".tool_calls[%zd].function.name", j)) < 0)
+            return -1;
+        PyObject *args = get(fn, st->s_arguments);
+        field where = FIELD1(".tool_calls[%zd].function.arguments", j);
+        if (!args && PyErr_Occurred()) return -1;
+        if (args && PyUnicode_Check(args)) {
+            if (borrow(ph, args, &p.text, &p.text_len, i, where) < 0) return -1;
+        } else if (args && args != Py_None) {
+            /* Arguments given as a dict (or any JSON value) count as their JSON text. */
+            if (pin(ph, args) < 0 || borrow_json(ph, args, &p.text, &p.text_len, i, where) < 0)
+                return -1;
+        }
+        int rc = ck_history_add_part(ph->h, &p, &err);
+        if (rc) return fail_core(ph, rc, &err);
+    }
+    return 0;
+}
+
+/* Message `i` of the snapshot into the history. */
+static int read_message(ck_py_history *ph, Py_ssize_t i, PyObject *msg) {
+    ck_module_state *st = ph->st;
+    ck_py_source *src = &ph->src[i];
+    ck_error err;
+    if (!PyDict_Check(msg)) return fail(ph, CK_ETYPE, i, MSG_NOT_DICT, FIELD0(""));
+    src->msg = msg;
+    PyObject *role_obj = get(msg, st->s_role);
+    if (!role_obj) {
+        if (PyErr_Occurred()) return -1;
+        return fail(ph, CK_EMISSING, i, MSG_MISSING, FIELD0(".role"));
+    }
+    if (!PyUnicode_Check(role_obj)) return fail(ph, CK_ETYPE, i, MSG_NOT_STR, FIELD0(".role"));
+    ck_role role = role_of(role_obj);
+    PyObject *content = get(msg, st->s_content);
+    if (!content && PyErr_Occurred()) return -1;
+    int is_str = content && PyUnicode_Check(content);
+    int rc = ck_history_add_message(ph->h, role, is_str ? CK_MSG_STRING_CONTENT : 0);
+    if (rc) return fail(ph, rc, i, NULL, FIELD0(""));
+    /* Pinned at once: reading other keys may run Python code that edits the message. */
+    if (content && pin(ph, content) < 0) return -1;
+    /* apply.c hands this very str back when the content survives unchanged. */
+    if (is_str) src->content = content;
+
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    if (role == CK_ROLE_TOOL) {
+        /* An OpenAI tool message is one tool result, whatever the shape of its content. */
+        p.kind = CK_PART_TOOL_RESULT;
+        p.flags = CK_PART_OPENAI;
+        p.host = CK_PY_HOST_WHOLE;
+        if (need_str(ph, msg, st->s_tool_call_id, &p.id, &p.id_len, i, FIELD0(".tool_call_id")) <
+                0 ||
+            join_text(ph, content, &p.text, &p.text_len, i, FIELD0(".content"),
+                      ".content[%zd].text", -1) < 0)
+            return -1;
+        if ((rc = ck_history_add_part(ph->h, &p, &err))) return fail_core(ph, rc, &err);
+    } else if (is_str) {
+        p.kind = CK_PART_TEXT;
+        p.host = CK_PY_HOST_WHOLE;
+        if (borrow(ph, content, &p.text, &p.text_len, i, FIELD0(".content")) < 0) return -1;
+        if ((rc = ck_history_add_part(ph->h, &p, &err))) return fail_core(ph, rc, &err);
+    } else if (content && PyList_Check(content)) {
+        if (read_content_list(ph, src, content, i) < 0) return -1;
+    } else if (content && content != Py_None) {
+        return fail(ph, CK_ETYPE, i, MSG_NOT_CONTENT, FIELD0(".content"));
+    }
+    return read_tool_calls(ph, src, msg, i);
+}
+
+int ck_py_history_init(ck_py_history *ph, ck_module_state *st) {
+    memset(ph, 0, sizeof *ph);
+    ph->st = st;
+    /* Every str is taken from a Python str through UTF-8 encoding, which never produces
+     * invalid UTF-8 (a lone surrogate fails to encode instead), so the core need not check. */
+    ph->h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    ph->pins = PyList_New(0);
+    if (!ph->h || !ph->pins) {
+        ck_py_history_dispose(ph);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads every message of the snapshot already in `ph`. */
+static int read_all(ck_py_history *ph) {
+    Py_ssize_t n = PyTuple_GET_SIZE(ph->snapshot);
+    ph->src = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ph->src);
+    if (!ph->src) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ph->n = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* Reading can run Python code (a key's __eq__, a value's JSON encoding) that calls
+         * ctxkeel again; the guard turns unbounded re-entry into RecursionError rather than
+         * a crash. */
+        if (Py_EnterRecursiveCall(" while reading messages in ctxkeel")) return -1;
+        int rc = read_message(ph, i, PyTuple_GET_ITEM(ph->snapshot, i));
+        Py_LeaveRecursiveCall();
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+int ck_py_history_read_list(ck_py_history *ph, PyObject *messages) {
+    if (!PyList_Check(messages)) {
+        PyErr_Format(PyExc_TypeError, MSG_NOT_A_LIST, Py_TYPE(messages)->tp_name);
+        return -1;
+    }
+    ph->snapshot = PyList_AsTuple(messages);
+    if (!ph->snapshot) return -1;
+    return read_all(ph);
+}
+
+int ck_py_history_read_message(ck_py_history *ph, PyObject *message) {
+    ph->single = 1;
+    ph->snapshot = PyTuple_Pack(1, message);
+    if (!ph->snapshot) return -1;
+    return read_all(ph);
+}
+
+void ck_py_history_dispose(ck_py_history *ph) {
+    /* The history goes first: it borrows from the pinned objects, never the other way. */
+    ck_history_free(ph->h);
+    ph->h = NULL;
+    PyMem_Free(ph->src);
+    ph->src = NULL;
+    ph->n = 0;
+    Py_CLEAR(ph->snapshot);
+    Py_CLEAR(ph->pins);
+}

@@ -1,0 +1,298 @@
+/*
+ * history_ops.c - the functions that read a message list: estimate_tokens, check_pairs and
+ * repair_pairs.
+ *
+ * Each one reads its input into a ck_history (convert.c), calls the core once and builds its
+ * result. All of them keep the GIL throughout (see state.h): the history borrows the buffers
+ * of Python strs, and the core calls are short next to the reading itself.
+ */
+#include "state.h"
+
+#include <string.h>
+
+static const char MSG_X_TYPE[] =
+    "ctxkeel: estimate_tokens() argument 'x' must be a str, a message dict or a list, not %.200s";
+static const char MSG_ESTIMATOR_TYPE[] = "ctxkeel: estimator must be a str, not %.200s";
+static const char MSG_ESTIMATOR_VALUE[] =
+    "ctxkeel: estimator must be 'default' or 'chars4', not %R";
+static const char MSG_FORMAT_TYPE[] = "ctxkeel: format must be a str, not %.200s";
+static const char MSG_FORMAT_VALUE[] =
+    "ctxkeel: format must be 'auto', 'openai' or 'anthropic', not %R";
+
+/* ---- arguments --------------------------------------------------------------------------- */
+
+int ck_py_parse_estimator(PyObject *value, ck_estimator *out) {
+    *out = CK_EST_DEFAULT;
+    if (!value) return 0;
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, MSG_ESTIMATOR_TYPE, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_CompareWithASCIIString(value, "default") == 0) return 0;
+    if (PyUnicode_CompareWithASCIIString(value, "chars4") == 0) {
+        *out = CK_EST_CHARS4;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, MSG_ESTIMATOR_VALUE, value);
+    return -1;
+}
+
+int ck_py_parse_format(PyObject *value, ck_format *out) {
+    static const char *const names[] = {"auto", "openai", "anthropic"};
+    *out = CK_FORMAT_AUTO;
+    if (!value) return 0;
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, MSG_FORMAT_TYPE, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    for (int f = 0; f < 3; f++) {
+        if (PyUnicode_CompareWithASCIIString(value, names[f]) == 0) {
+            *out = (ck_format)f;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, MSG_FORMAT_VALUE, value);
+    return -1;
+}
+
+/* ---- estimate_tokens --------------------------------------------------------------------- */
+
+/* How a list argument of estimate_tokens is read. */
+enum { LIST_MESSAGES, LIST_TOOLS };
+
+/* A list is a message list when any item is a dict with a "role" (so one message without a
+ * role is reported as such), a tool-schema list when every item is a dict without one. A list
+ * holding anything else is read as messages, which names the offending item. */
+static int classify_list(const ck_module_state *st, PyObject *list, int *kind) {
+    int all_dicts = 1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (!PyDict_Check(item)) {
+            all_dicts = 0;
+            continue;
+        }
+        int has_role = PyDict_Contains(item, st->s_role);
+        if (has_role < 0) return -1;
+        if (has_role) {
+            *kind = LIST_MESSAGES;
+            return 0;
+        }
+    }
+    *kind = all_dicts ? LIST_TOOLS : LIST_MESSAGES;
+    return 0;
+}
+
+/* Tokens of a tool-schema list: the core estimates its compact JSON text. */
+static PyObject *estimate_tools(const ck_module_state *st, PyObject *tools, ck_estimator est) {
+    PyObject *json = ck_py_compact_json(st, tools);
+    if (!json) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
+            return ck_py_raise(st, CK_ETYPE, -1, "tools", "cannot be serialized as JSON", -1);
+        return NULL;
+    }
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(json, &len);
+    if (!text) {
+        ck_py_raise_utf8(st, json, -1, "tools");
+        Py_DECREF(json);
+        return NULL;
+    }
+    uint64_t tokens = ck_estimate_tools(text, (size_t)len, est);
+    Py_DECREF(json);
+    return PyLong_FromUnsignedLongLong(tokens);
+}
+
+/* Tokens of one message or of a message list, read into a history first. */
+static PyObject *estimate_messages(ck_module_state *st, PyObject *x, int single, ck_estimator est) {
+    ck_py_history ph;
+    if (ck_py_history_init(&ph, st) < 0) return NULL;
+    int rc = single ? ck_py_history_read_message(&ph, x) : ck_py_history_read_list(&ph, x);
+    PyObject *result = NULL;
+    if (rc == 0) {
+        uint64_t tokens =
+            single ? ck_estimate_message(ph.h, 0, est) : ck_estimate_history(ph.h, est);
+        result = PyLong_FromUnsignedLongLong(tokens);
+    }
+    ck_py_history_dispose(&ph);
+    return result;
+}
+
+PyObject *ck_py_estimate_tokens(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"x", "estimator", NULL};
+    ck_module_state *st = ck_py_state(module);
+    PyObject *x, *estimator = NULL;
+    ck_estimator est;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:estimate_tokens", kwlist, &x,
+                                     &estimator) ||
+        ck_py_parse_estimator(estimator, &est) < 0)
+        return NULL;
+    if (PyUnicode_Check(x)) {
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(x, &len);
+        if (!text) return ck_py_raise_utf8(st, x, -1, "x");
+        return PyLong_FromUnsignedLongLong(ck_estimate_text(text, (size_t)len, est));
+    }
+    if (PyDict_Check(x)) return estimate_messages(st, x, 1, est);
+    if (!PyList_Check(x)) return PyErr_Format(PyExc_TypeError, MSG_X_TYPE, Py_TYPE(x)->tp_name);
+    if (PyList_GET_SIZE(x) == 0) return PyLong_FromLong(0);
+    int kind;
+    if (classify_list(st, x, &kind) < 0) return NULL;
+    if (kind == LIST_TOOLS) return estimate_tools(st, x, est);
+    return estimate_messages(st, x, 0, est);
+}
+
+/* ---- check_pairs ------------------------------------------------------------------------- */
+
+/* A sentence for a violation that names the message index and the tool-call id. */
+static PyObject *describe(const ck_py_history *ph, const ck_pair_violation *v, ck_format format,
+                          PyObject *id) {
+    const ck_part *parts = NULL;
+    size_t n_parts = 0;
+    int is_call = 0;
+    if (ck_history_get(ph->h, v->index, NULL, NULL, &parts, &n_parts) == CK_OK && v->part < n_parts)
+        is_call = parts[v->part].kind == CK_PART_TOOL_CALL;
+    const char *what = is_call ? "tool call" : "tool result";
+    size_t i = v->index;
+    switch (v->kind) {
+        case CK_PAIR_ORPHAN_RESULT:
+            return PyUnicode_FromFormat("messages[%zu]: tool result %R answers no tool call", i,
+                                        id);
+        case CK_PAIR_MISSING_RESULT:
+            return PyUnicode_FromFormat("messages[%zu]: tool call %R has no tool result", i, id);
+        case CK_PAIR_NOT_ADJACENT:
+            return PyUnicode_FromFormat(
+                "messages[%zu]: tool result %R does not directly follow the message of its call", i,
+                id);
+        case CK_PAIR_DUPLICATE_RESULT:
+            return PyUnicode_FromFormat(
+                "messages[%zu]: tool result %R is a second result for the same call", i, id);
+        case CK_PAIR_DUPLICATE_CALL:
+            return PyUnicode_FromFormat(
+                "messages[%zu]: tool call %R reuses the id of an earlier call", i, id);
+        case CK_PAIR_EMPTY_ID:
+            return PyUnicode_FromFormat("messages[%zu]: %s has an empty id %R", i, what, id);
+        case CK_PAIR_MISPLACED:
+            if (is_call)
+                return PyUnicode_FromFormat(
+                    "messages[%zu]: tool call %R is outside an assistant message", i, id);
+            return PyUnicode_FromFormat("messages[%zu]: tool result %R is outside a %s message", i,
+                                        id, format == CK_FORMAT_ANTHROPIC ? "user" : "tool");
+        case CK_PAIR_RESULT_ORDER:
+            return PyUnicode_FromFormat(
+                "messages[%zu]: tool result %R comes after other content in its message", i, id);
+    }
+    return PyUnicode_FromFormat("messages[%zu]: %s %R breaks a pairing rule", i, what, id);
+}
+
+/* {"kind", "index", "part", "tool_call_id", "message"} for one violation. */
+static PyObject *issue_dict(const ck_py_history *ph, const ck_pair_violation *v, ck_format format) {
+    const ck_module_state *st = ph->st;
+    PyObject *id = ck_py_str(v->id, v->id_len);
+    if (!id) return NULL;
+    PyObject *d = PyDict_New();
+    if (!d) goto error;
+    PyObject *kind = (unsigned)v->kind <= CK_PAIR_RESULT_ORDER ? st->issue_names[v->kind] : NULL;
+    if (kind) {
+        if (PyDict_SetItem(d, st->s_kind, kind) < 0) goto error;
+    } else {
+        PyObject *name = PyUnicode_FromString(ck_pair_issue_name(v->kind));
+        int rc = name ? PyDict_SetItem(d, st->s_kind, name) : -1;
+        Py_XDECREF(name);
+        if (rc < 0) goto error;
+    }
+    PyObject *index = PyLong_FromSize_t(v->index);
+    if (!index || PyDict_SetItem(d, st->s_index, index) < 0) {
+        Py_XDECREF(index);
+        goto error;
+    }
+    Py_DECREF(index);
+    PyObject *part = PyLong_FromSize_t(v->part);
+    if (!part || PyDict_SetItem(d, st->s_part, part) < 0) {
+        Py_XDECREF(part);
+        goto error;
+    }
+    Py_DECREF(part);
+    if (PyDict_SetItem(d, st->s_tool_call_id, id) < 0) goto error;
+    PyObject *message = describe(ph, v, format, id);
+    if (!message || PyDict_SetItem(d, st->s_message, message) < 0) {
+        Py_XDECREF(message);
+        goto error;
+    }
+    Py_DECREF(message);
+    Py_DECREF(id);
+    return d;
+
+error:
+    Py_DECREF(id);
+    Py_XDECREF(d);
+    return NULL;
+}
+
+PyObject *ck_py_check_pairs(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"messages", "format", NULL};
+    ck_module_state *st = ck_py_state(module);
+    PyObject *messages, *format_obj = NULL, *result = NULL;
+    ck_format requested, format;
+    ck_pair_violation *issues = NULL;
+    size_t n_issues = 0;
+    ck_error err;
+    ck_py_history ph;
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:check_pairs", kwlist, &messages,
+                                     &format_obj) ||
+        ck_py_parse_format(format_obj, &requested) < 0 || ck_py_history_init(&ph, st) < 0)
+        return NULL;
+    if (ck_py_history_read_list(&ph, messages) < 0) goto done;
+    /* The resolved format only words the messages; ck_check_pairs resolves it again. */
+    rc = ck_history_format(ph.h, requested, &format, &err);
+    if (rc == CK_OK) rc = ck_check_pairs(ph.h, requested, &issues, &n_issues, &err);
+    if (rc != CK_OK) {
+        ck_py_raise_core(st, rc, &err);
+        goto done;
+    }
+    result = PyList_New((Py_ssize_t)n_issues);
+    for (size_t k = 0; result && k < n_issues; k++) {
+        PyObject *d = issue_dict(&ph, &issues[k], format);
+        if (!d)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, (Py_ssize_t)k, d);
+    }
+
+done:
+    ck_free(issues);
+    ck_py_history_dispose(&ph);
+    return result;
+}
+
+/* ---- repair_pairs ------------------------------------------------------------------------ */
+
+PyObject *ck_py_repair_pairs(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"messages", "format", NULL};
+    ck_module_state *st = ck_py_state(module);
+    PyObject *messages, *format_obj = NULL, *result = NULL;
+    ck_format requested, format;
+    ck_view *view = NULL;
+    ck_error err;
+    ck_py_history ph;
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:repair_pairs", kwlist, &messages,
+                                     &format_obj) ||
+        ck_py_parse_format(format_obj, &requested) < 0 || ck_py_history_init(&ph, st) < 0)
+        return NULL;
+    if (ck_py_history_read_list(&ph, messages) < 0) goto done;
+    /* apply.c shapes new messages for the format that the repair used. */
+    rc = ck_history_format(ph.h, requested, &format, &err);
+    if (rc == CK_OK) rc = ck_repair_pairs(ph.h, format, &view, &err);
+    if (rc != CK_OK) {
+        ck_py_raise_core(st, rc, &err);
+        goto done;
+    }
+    result = ck_py_view_apply(&ph, view, format);
+
+done:
+    /* The view borrows from the history, which borrows from the pinned objects. */
+    ck_view_free(view);
+    ck_py_history_dispose(&ph);
+    return result;
+}

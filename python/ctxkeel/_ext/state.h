@@ -1,0 +1,235 @@
+/*
+ * state.h - shared declarations of the CPython binding (ctxkeel._ext).
+ *
+ * The binding is split by concept: module.c (the module object, its method table and its
+ * state), errors.c (the exception hierarchy and the status table generated from
+ * CK_STATUS_LIST), convert.c (a list of message dicts read into a ck_history), apply.c (a
+ * ck_view turned back into a list of message dicts), history_ops.c (estimate_tokens,
+ * check_pairs, repair_pairs), anchors.c (parse_anchors, merge_anchors) and compactor.c (the
+ * Compactor and Compaction types). The rules for the two conversions are written down once, in
+ * docs/mapping.md.
+ *
+ * The GIL rule for this module: every function keeps the GIL for its whole run. They all read
+ * Python objects (dicts, lists, strs) while they work, and the core borrows the UTF-8 buffers
+ * of those strs, so there is no stretch of pure C work that could run with the GIL released.
+ * Core objects that outlive a call (a Compactor's ck_compactor, a Compaction's ck_compaction
+ * and the history it borrows) are owned by a Python object that holds strong references to
+ * everything they borrow; see compactor.c.
+ */
+#ifndef CK_PY_STATE_H_
+#define CK_PY_STATE_H_
+
+/* setup.py defines _POSIX_C_SOURCE=200112L for the core, while pyconfig.h defines its own,
+ * newer value. Python.h must be the first include and must see only its own definition, or
+ * the compiler reports a macro redefinition. */
+#undef _POSIX_C_SOURCE
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctxkeel.h"
+
+/* How a ck_part points back at the object it came from (see docs/mapping.md): a content list
+ * item by its index, the whole string content, or a tool_calls item by (1 << 24) | index. */
+#define CK_PY_HOST_WHOLE 0xFFFFFFu
+#define CK_PY_HOST_CALL (1u << 24)
+#define CK_PY_HOST_INDEX_MAX ((Py_ssize_t)0xFFFFFE)
+
+/* Room for a place such as "messages[123].content[4].content[5].text". */
+#define CK_PY_WHERE_MAX 160
+
+/* Everything the module owns. One instance per module object, so that the module works when
+ * it is imported again (importlib) or in a subinterpreter; there is no global PyObject *. */
+typedef struct ck_module_state {
+    /* Exceptions. */
+    PyObject *Error;      /* ctxkeel.Error(Exception) */
+    PyObject *InputError; /* ctxkeel.InputError(Error, ValueError) */
+
+    /* JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode, which gives the same
+     * text as json.dumps with those arguments without building an encoder per call. */
+    PyObject *json_encode;
+    /* json.loads, for the JSON text the core hands back (search results, the tool schema). */
+    PyObject *json_loads;
+
+    /* Types (compactor.c). */
+    PyObject *CompactorType;
+    PyObject *CompactionType;
+
+    /* Interned keys read from or written to message dicts. */
+    PyObject *s_role;
+    PyObject *s_content;
+    PyObject *s_type;
+    PyObject *s_text;
+    PyObject *s_thinking;
+    PyObject *s_id;
+    PyObject *s_name;
+    PyObject *s_input;
+    PyObject *s_tool_use_id;
+    PyObject *s_is_error;
+    PyObject *s_tool_calls;
+    PyObject *s_tool_call_id;
+    PyObject *s_function;
+    PyObject *s_arguments;
+
+    /* Interned values written into new messages and blocks. */
+    PyObject *s_tool_result;
+    PyObject *role_names[CK_ROLE_OTHER]; /* "system" ... "tool", indexed by ck_role */
+
+    /* Keys of the dicts that check_pairs returns. */
+    PyObject *s_kind;
+    PyObject *s_index;
+    PyObject *s_part;
+    PyObject *s_message;
+    PyObject *issue_names[CK_PAIR_RESULT_ORDER + 1]; /* ck_pair_issue_name(), interned */
+
+    /* Keys of the anchor dicts, in their fixed order. */
+    PyObject *anchor_keys[CK_ANCHOR_COUNT];
+} ck_module_state;
+
+/* The state of the module object `module`. */
+static inline ck_module_state *ck_py_state(PyObject *module) {
+    return (ck_module_state *)PyModule_GetState(module);
+}
+
+/* ---- errors.c ---------------------------------------------------------------------------- */
+
+/* Creates Error and InputError in `st` and adds them and STATUS_CODES to `module`.
+ * Returns 0, or -1 with an exception set. */
+int ck_py_errors_init(PyObject *module, ck_module_state *st);
+
+/* The exception class for a status code: InputError for input errors, Error for the rest.
+ * Borrowed from `st`. CK_ENOMEM is not handled here (it becomes MemoryError). */
+PyObject *ck_py_error_class(const ck_module_state *st, int code);
+
+/*
+ * Raises the exception for `code`: MemoryError for CK_ENOMEM, otherwise an Error or InputError
+ * whose text is "ctxkeel: <where>: <msg>" (or "ctxkeel: <msg>" without a place) and whose
+ * attributes are .code (the "CK_E..." name), .index (`index`, or None when it is negative),
+ * .where (None when empty) and .offset (None when negative). `msg` NULL means
+ * ck_strerror(code). If an exception is already set it becomes the new one's __cause__.
+ * Always returns NULL, so a caller may write `return ck_py_raise(...)`.
+ */
+PyObject *ck_py_raise(const ck_module_state *st, int code, Py_ssize_t index, const char *where,
+                      const char *msg, Py_ssize_t offset);
+
+/* Raises the exception that a core ck_error describes. Always returns NULL. */
+PyObject *ck_py_raise_core(const ck_module_state *st, int code, const ck_error *err);
+
+/* The UTF-8 text of a str whose encoding just failed (a lone surrogate): raises InputError
+ * CK_EUTF8 at `where` with .offset the byte offset of the first bad code point, and the
+ * UnicodeEncodeError as its cause. Always returns NULL. */
+PyObject *ck_py_raise_utf8(const ck_module_state *st, PyObject *str, Py_ssize_t index,
+                           const char *where);
+
+/* _raise_status(code): raises what the binding raises for `code`; returns None for CK_OK. */
+PyObject *ck_py_raise_status(PyObject *module, PyObject *arg);
+
+/* ---- convert.c --------------------------------------------------------------------------- */
+
+/* What an output message may need from the source message it was made from. */
+typedef struct ck_py_source {
+    PyObject *msg;     /* the message dict */
+    PyObject *content; /* the content str, a tuple snapshot of the content list, or NULL */
+    PyObject *calls;   /* a tuple snapshot of the tool_calls list, or NULL */
+} ck_py_source;
+
+/*
+ * A host message list read into a core history. The history borrows the UTF-8 buffers of the
+ * strs in the messages, so every object it relies on is held by `pins` until the end of the
+ * call: a dict key's __eq__ or a value's JSON encoding can run Python code that changes the
+ * input while it is being read, and a borrowed buffer must not be freed under the core.
+ */
+typedef struct ck_py_history {
+    ck_module_state *st;
+    ck_history *h;
+    PyObject *snapshot; /* tuple: the message objects, as they were when reading began */
+    PyObject *pins;     /* list: every other object whose buffer or identity is borrowed */
+    ck_py_source *src;  /* one per message; the objects in it are pinned */
+    Py_ssize_t n;
+    int single; /* read from one message dict: places start with "message" */
+} ck_py_history;
+
+/* Prepares an empty history. Returns 0, or -1 with MemoryError set. */
+int ck_py_history_init(ck_py_history *ph, ck_module_state *st);
+
+/* Reads a list of message dicts. A non-list raises TypeError; bad messages raise InputError
+ * naming the message index and field. Returns 0, or -1 with an exception set. */
+int ck_py_history_read_list(ck_py_history *ph, PyObject *messages);
+
+/* Reads one message dict as a one-message history. Returns 0, or -1 with an exception set. */
+int ck_py_history_read_message(ck_py_history *ph, PyObject *message);
+
+/* Releases the history and every pinned object. Safe on a history that failed halfway. */
+void ck_py_history_dispose(ck_py_history *ph);
+
+/* Compact JSON text of `obj` (json.dumps with separators=(",", ":") and ensure_ascii=False).
+ * Returns a new str, or NULL with the encoder's exception set. */
+PyObject *ck_py_compact_json(const ck_module_state *st, PyObject *obj);
+
+/* ---- apply.c ----------------------------------------------------------------------------- */
+
+/* The message list that `view` describes, built from the messages `ph` read, following
+ * docs/mapping.md. Kept messages are the source objects themselves. Returns a new list, or
+ * NULL with an exception set. */
+PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format);
+
+/* A new str from UTF-8 text that the core hands back (always valid UTF-8 here). */
+PyObject *ck_py_str(const char *text, size_t len);
+
+/* A new str from text the core copied out of a reply, a file or JSON escapes, which may hold
+ * bytes that are not UTF-8 (a lone surrogate spelled in JSON, a file someone else wrote):
+ * those become U+FFFD rather than an error about text the caller never wrote. */
+PyObject *ck_py_text(const char *text, size_t len);
+
+/* ---- history_ops.c ----------------------------------------------------------------------- */
+
+PyObject *ck_py_estimate_tokens(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *ck_py_check_pairs(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *ck_py_repair_pairs(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* The estimator= and format= arguments: NULL means the default; a non-str raises TypeError,
+ * an unknown name ValueError. Returns 0, or -1 with an exception set. */
+int ck_py_parse_estimator(PyObject *value, ck_estimator *out);
+int ck_py_parse_format(PyObject *value, ck_format *out);
+
+/* ---- anchors.c --------------------------------------------------------------------------- */
+
+PyObject *ck_py_parse_anchors(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *ck_py_merge_anchors(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* ---- compactor.c ------------------------------------------------------------------------- */
+
+/* _ext.Compactor: one agent session's compaction state. */
+typedef struct ck_py_compactor {
+    PyObject_HEAD
+    ck_compactor *ck;
+    /* Set while a Compaction begun on this compactor is open (from begin() until its
+     * finish() or close()), and while begin() reads its messages. Every method that changes
+     * the session state refuses to run then, with ctxkeel.Error CK_EBUSY. */
+    int busy;
+    ck_format format; /* the format option, for reading single messages in offload() */
+} ck_py_compactor;
+
+/* _ext.Compaction: one compaction in progress. It owns the ck_compaction and the history the
+ * compaction borrows, and holds the Python objects that history borrows from: the snapshot
+ * tuple of the message list and the pins list of every str whose UTF-8 buffer was lent to the
+ * core (see ck_py_history). So nothing the core reads can be freed while a summarizer runs,
+ * whatever the caller does to its own lists and dicts meanwhile. */
+typedef struct ck_py_compaction {
+    PyObject_HEAD
+    ck_py_compactor *owner; /* strong reference; the ck_compaction points into owner->ck */
+    ck_compaction *c;       /* NULL once closed */
+    ck_py_history ph;
+    ck_format format; /* the resolved format, which new messages are shaped for */
+    int holds_busy;   /* this job set owner->busy and must clear it */
+    int done_in_core; /* begun with extractive=True: the core finished it already */
+} ck_py_compaction;
+
+/* Creates the Compactor and Compaction types in `st` and adds Compactor, TIERS and
+ * CHECKPOINT_MARKER to `module`. Returns 0, or -1 with an exception set. */
+int ck_py_compactor_init(PyObject *module, ck_module_state *st);
+
+PyObject *ck_py_read_evidence_tool(PyObject *module, PyObject *args, PyObject *kwargs);
+
+#endif /* CK_PY_STATE_H_ */
