@@ -377,7 +377,7 @@ static size_t render_offloads(const ck_compaction *c, size_t budget, ck__buf *b)
     size_t start = b->len, used = 0, from = n;
     while (from > 0) {
         const ck__offload *o = offload_at(c, from - 1);
-        size_t need = strlen(o->id) + strlen(o->tool) + strlen(o->path) + 48;
+        size_t need = strlen(o->ref) + strlen(o->tool) + strlen(o->path) + 48;
         if (used + need > budget) break;
         used += need;
         from--;
@@ -387,7 +387,7 @@ static size_t render_offloads(const ck_compaction *c, size_t budget, ck__buf *b)
     if (from) ck__buf_printf(b, "(%zu older outputs not listed)\n", from);
     for (size_t i = from; i < n; i++) {
         const ck__offload *o = offload_at(c, i);
-        ck__buf_printf(b, "- %s (%s, %llu lines, %llu bytes): %s\n", o->id, o->tool,
+        ck__buf_printf(b, "- %s (%s, %llu lines, %llu bytes): %s\n", o->ref, o->tool,
                        (unsigned long long)o->lines, (unsigned long long)o->bytes, o->path);
     }
     return b->len - start;
@@ -582,7 +582,11 @@ static cJSON *strs_json(const ck__strs *l) {
 
 static cJSON *offload_json(const ck__offload *o) {
     cJSON *j = cJSON_CreateObject();
+    char hash[20];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)o->hash);
     if (j && add(j, "tool_call_id", string_json(o->id, strlen(o->id))) &&
+        add(j, "ref", string_json(o->ref, strlen(o->ref))) &&
+        add(j, "hash", string_json(hash, strlen(hash))) &&
         add(j, "tool_name", string_json(o->tool, strlen(o->tool))) &&
         add(j, "path", string_json(o->path, strlen(o->path))) &&
         add(j, "bytes", cJSON_CreateNumber((double)o->bytes)) &&
@@ -788,24 +792,32 @@ int ck__state_from_record(ck_compactor *self, const char *line, size_t len) {
             rc = restore_strs(&st.files_modified, cJSON_GetObjectItem(state, "files_modified"));
         cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(state, "offloaded")) {
             if (rc) break;
-            size_t il = 0, tl = 0, pl = 0;
+            size_t il = 0, tl = 0, pl = 0, rl = 0, hl = 0;
             const char *id = str_of(v, "tool_call_id", &il), *tool = str_of(v, "tool_name", &tl),
-                       *path = str_of(v, "path", &pl);
-            const cJSON *bytes = cJSON_GetObjectItem(v, "bytes"), *lines = cJSON_GetObjectItem(v, "lines");
+                       *path = str_of(v, "path", &pl), *ref = str_of(v, "ref", &rl),
+                       *hash = str_of(v, "hash", &hl);
+            const cJSON *bytes = cJSON_GetObjectItem(v, "bytes");
+            const cJSON *lines = cJSON_GetObjectItem(v, "lines");
             if (!id || !tool || !path || !cJSON_IsNumber(bytes) || !cJSON_IsNumber(lines)) continue;
-            ck__offload o = {ck__strndup(id, il), ck__strndup(tool, tl), ck__strndup(path, pl),
-                             (uint64_t)bytes->valuedouble, (uint64_t)lines->valuedouble};
-            if (!o.id || !o.tool || !o.path ||
-                ck__grow((void **)&st.offloads, &st.cap_offloads, st.n_offloads + 1, sizeof o)) {
-                ck__free(o.id);
-                ck__free(o.tool);
-                ck__free(o.path);
+            if (!ref) {
+                ref = id;
+                rl = il;
+            }
+            ck__offload o = {ck__strndup(id, il),
+                             ck__strndup(ref, rl),
+                             ck__strndup(tool, tl),
+                             ck__strndup(path, pl),
+                             (uint64_t)bytes->valuedouble,
+                             (uint64_t)lines->valuedouble,
+                             hash ? strtoull(hash, NULL, 16) : 0};
+            if (!o.id || !o.ref || !o.tool || !o.path ||
+                ck__grow((void **)&st.offloads, &st.cap_offloads, st.n_offloads + 1, sizeof o) ||
+                ck__idmap_put(&st.offloaded, o.ref, rl, st.n_offloads) < 0) {
+                ck__offload_dispose(&o);
                 rc = CK_ENOMEM;
                 break;
             }
-            st.offloads[st.n_offloads] = o;
-            if (ck__idmap_put(&st.offloaded, o.id, il, st.n_offloads) < 0) rc = CK_ENOMEM;
-            st.n_offloads++;
+            st.offloads[st.n_offloads++] = o;
         }
         const cJSON *compacted = cJSON_GetObjectItem(state, "compacted");
         if (cJSON_IsNumber(compacted)) st.compacted = (size_t)compacted->valuedouble;

@@ -65,6 +65,14 @@ void ck__strs_dispose(ck__strs *l) {
 
 /* ---- state ---- */
 
+void ck__offload_dispose(ck__offload *o) {
+    ck__free(o->id);
+    ck__free(o->ref);
+    ck__free(o->tool);
+    ck__free(o->path);
+    memset(o, 0, sizeof *o);
+}
+
 int ck__state_init(ck__state *st) {
     memset(st, 0, sizeof *st);
     st->factor = 1.0;
@@ -88,11 +96,7 @@ void ck__state_dispose(ck__state *st) {
     ck__strs_dispose(&st->constraints);
     ck__strs_dispose(&st->files_read);
     ck__strs_dispose(&st->files_modified);
-    for (size_t i = 0; i < st->n_offloads; i++) {
-        ck__free(st->offloads[i].id);
-        ck__free(st->offloads[i].tool);
-        ck__free(st->offloads[i].path);
-    }
+    for (size_t i = 0; i < st->n_offloads; i++) ck__offload_dispose(&st->offloads[i]);
     ck__free(st->offloads);
     ck__idmap_dispose(&st->offloaded);
     ck__idents_free(st->idents);
@@ -145,6 +149,8 @@ static uint64_t message_hash(const ck_history *h, size_t i) {
     }
     return x;
 }
+
+uint64_t ck__hash_text(const char *data, size_t len) { return hash_fast(data, len, 0x5EED); }
 
 uint64_t ck__fingerprint(const ck_history *h, size_t count) {
     uint64_t fp = 0x6A09E667F3BCC909ull ^ (uint64_t)count;
@@ -399,11 +405,7 @@ void ck_compaction_free(ck_compaction *c) {
     ck__free(c->tok);
     ck__free(c->subst);
     ck__free(c->subst_len);
-    for (size_t i = 0; i < c->n_new_offloads; i++) {
-        ck__free(c->new_offloads[i].id);
-        ck__free(c->new_offloads[i].tool);
-        ck__free(c->new_offloads[i].path);
-    }
+    for (size_t i = 0; i < c->n_new_offloads; i++) ck__offload_dispose(&c->new_offloads[i]);
     ck__free(c->new_offloads);
     ck__buf_dispose(&c->prompt);
     ck__buf_dispose(&c->notes);
@@ -515,15 +517,18 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
  * preview capped in lines and in bytes (so one huge line cannot come back whole), and how to
  * read the rest. Outputs that look like command, test or build results also keep their error
  * lines and their last lines, which is where such output says what happened. */
-static int render_placeholder(ck__buf *b, const ck_part *p, const char *tool, size_t tool_len,
-                              const char *path, uint64_t lines, size_t max_lines,
-                              size_t max_bytes) {
+static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o,
+                              size_t max_lines, size_t max_bytes) {
+    /* Ids are the caller's: a huge one is shown cut, and the model is pointed at the path,
+     * which the store keeps short, so the header stays small whatever the id. */
+    size_t id_show = ck__clip(p->id, p->id_len, 120), ref_len = strlen(o->ref);
+    size_t tool_show = ck__clip(o->tool, strlen(o->tool), 80);
     ck__buf_adds(b, OFFLOAD_MARK);
-    ck__buf_printf(b, "\ntool: %.*s, call %.*s: %llu lines, %zu bytes\nfull text: %s\n",
-                   (int)tool_len, tool, (int)p->id_len, p->id, (unsigned long long)lines,
-                   p->text_len, path);
-    ck__buf_printf(b, "read more with read_evidence(ref=\"%.*s\", offset=LINE, limit=N)\n",
-                   (int)p->id_len, p->id);
+    ck__buf_printf(b, "\ntool: %.*s, call %.*s%s: %llu lines, %zu bytes\nfull text: %s\n",
+                   (int)tool_show, o->tool, (int)id_show, p->id, id_show < p->id_len ? "..." : "",
+                   (unsigned long long)o->lines, p->text_len, o->path);
+    ck__buf_printf(b, "read more with read_evidence(ref=\"%s\", offset=LINE, limit=N)\n",
+                   ref_len <= 120 ? o->ref : o->path);
     int commandish = ck__looks_failed(p->text, p->text_len, p->flags);
     /* Line starts of the head, the error lines and the tail, chosen without copying. */
     size_t head = commandish ? max_lines / 2 : max_lines;
@@ -612,9 +617,7 @@ static int substitute(ck_compaction *c, size_t i, size_t g, const ck__offload *o
     ck__buf b;
     ck__buf_init(&b);
     const ck_part *p = &c->h->parts[g];
-    size_t tool_len = strlen(o->tool);
-    int rc = render_placeholder(&b, p, o->tool, tool_len, o->path, o->lines, max_lines,
-                                max_bytes);
+    int rc = render_placeholder(&b, p, o, max_lines, max_bytes);
     (void)i;
     if (rc) {
         ck__buf_dispose(&b);
@@ -625,9 +628,91 @@ static int substitute(ck_compaction *c, size_t i, size_t g, const ck__offload *o
     return c->subst[g] ? CK_OK : CK_ENOMEM;
 }
 
+/* True when the store already holds exactly `text` under `ref`. */
+static int stored_equals(const ck_compactor *self, const char *ref, size_t ref_len,
+                         const char *text, size_t len) {
+    char *have = NULL;
+    size_t have_len = 0;
+    ck_error err;
+    int same = ck__store_read(self->store, ref, ref_len, 0, (size_t)-1, &have, &have_len,
+                              &err) == CK_OK &&
+               have_len == len && (len == 0 || memcmp(have, text, len) == 0);
+    ck__free(have);
+    return same;
+}
+
+/* The evidence id for an output: its tool-call id, or "<id>#<hash>" when an agent reused the
+ * id for another output, so the first never hides the second. Caller frees. */
+static char *alt_ref(const char *id, size_t id_len, uint64_t hash) {
+    ck__buf b;
+    ck__buf_init(&b);
+    ck__buf_add(&b, id, id_len);
+    ck__buf_printf(&b, "#%016llx", (unsigned long long)hash);
+    return ck__buf_take(&b, NULL);
+}
+
+/* Writes an output to the store and fills a new offload record for it (owned by `o`). The id
+ * is written once: when it already holds the same text that is the record; when it holds
+ * another text, the output goes under its alternate ref. Returns CK_OK, CK_ENOMEM, or a store
+ * error with `err` filled (the caller fails open). */
+static int store_output(ck_compactor *self, const ck_part *p, const char *tool, size_t tool_len,
+                        uint64_t hash, ck__offload *o, ck_error *err) {
+    memset(o, 0, sizeof *o);
+    int existed = 0;
+    int rc = ck__store_put(self->store, p->id, p->id_len, p->text, p->text_len, &existed, err);
+    if (rc) return rc;
+    if (existed && !stored_equals(self, p->id, p->id_len, p->text, p->text_len)) {
+        o->ref = alt_ref(p->id, p->id_len, hash);
+        if (!o->ref) return CK_ENOMEM;
+        rc = ck__store_put(self->store, o->ref, strlen(o->ref), p->text, p->text_len, &existed,
+                           err);
+        if (rc) {
+            ck__offload_dispose(o);
+            return rc;
+        }
+    } else {
+        o->ref = ck__strndup(p->id, p->id_len);
+    }
+    o->id = ck__strndup(p->id, p->id_len);
+    o->tool = ck__strndup(tool, tool_len);
+    o->path = o->ref ? ck__store_path(self->store, o->ref, strlen(o->ref)) : NULL;
+    o->bytes = p->text_len;
+    o->lines = count_lines(p->text, p->text_len);
+    o->hash = hash;
+    if (!o->id || !o->ref || !o->tool || !o->path) {
+        ck__offload_dispose(o);
+        return CK_ENOMEM;
+    }
+    return CK_OK;
+}
+
+/* The offload record for this output, known to the state or made earlier in this compaction:
+ * same id and same text (a record without a hash, from an older version, matches by id). */
+static const ck__offload *known_offload(const ck_compaction *c, const ck_part *p, uint64_t hash) {
+    const ck__state *st = &c->owner->st;
+    const ck__offload *found = NULL;
+    size_t at = ck__idmap_get(&st->offloaded, p->id, p->id_len);
+    if (at != SIZE_MAX && (st->offloads[at].hash == hash || !st->offloads[at].hash))
+        return &st->offloads[at];
+    char *alt = alt_ref(p->id, p->id_len, hash);
+    if (alt) {
+        at = ck__idmap_get(&st->offloaded, alt, strlen(alt));
+        if (at != SIZE_MAX) found = &st->offloads[at];
+    }
+    for (size_t j = 0; !found && j < c->n_new_offloads; j++) {
+        const ck__offload *o = &c->new_offloads[j];
+        if (o->hash == hash && strlen(o->id) == p->id_len && memcmp(o->id, p->id, p->id_len) == 0)
+            found = o;
+    }
+    ck__free(alt);
+    return found;
+}
+
 /* Offloads the large tool results of [from, to): known ones get their placeholder back
  * without touching the store; new ones (only when `write` is set) are written first, and a
- * failed write leaves the output in place (fail-open) with a note for the record. */
+ * failed write leaves the output in place (fail-open) with a note for the record. The
+ * compaction owns what it offloads; the state takes copies at finish, so a compaction that is
+ * dropped unfinished leaves the state as it was. */
 static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
     ck_compactor *self = c->owner;
     const ck_history *h = c->h;
@@ -638,40 +723,29 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
             size_t g = h->msgs[i].first_part + k;
             if (p->kind != CK_PART_TOOL_RESULT || !p->id_len || c->subst[g] || is_placeholder(p))
                 continue;
-            size_t known = ck__idmap_get(&self->st.offloaded, p->id, p->id_len);
-            const ck__offload *rec = known == SIZE_MAX ? NULL : &self->st.offloads[known];
-            for (size_t j = 0; !rec && j < c->n_new_offloads; j++)
-                if (strlen(c->new_offloads[j].id) == p->id_len &&
-                    memcmp(c->new_offloads[j].id, p->id, p->id_len) == 0)
-                    rec = &c->new_offloads[j];
+            /* Only outputs that could be offloaded are hashed: known ones are large too. */
+            if (p->text_len <= self->opt.offload_threshold &&
+                ck__idmap_get(&self->st.offloaded, p->id, p->id_len) == SIZE_MAX)
+                continue;
+            uint64_t hash = ck__hash_text(p->text, p->text_len);
+            const ck__offload *rec = known_offload(c, p, hash);
             if (!rec && (!write || p->text_len <= self->opt.offload_threshold)) continue;
             if (!rec) {
-                int existed = 0;
-                ck_error err;
-                int rc = ck__store_put(self->store, p->id, p->id_len, p->text, p->text_len,
-                                       &existed, &err);
-                if (rc == CK_ENOMEM) return rc;
-                if (rc) {
-                    ck__compaction_note(c, "offload of %.*s failed: %s (%s)", (int)p->id_len,
-                                        p->id, err.msg ? err.msg : ck_strerror(rc), err.where);
-                    continue;
-                }
-                /* The compaction owns what it offloaded; the state takes copies at finish, so
-                 * a compaction that is dropped unfinished leaves the state as it was. */
                 size_t tool_len;
                 const char *tool = tool_name_of(h, p->id, p->id_len, i, &tool_len);
                 ck__offload o;
-                o.id = ck__strndup(p->id, p->id_len);
-                o.tool = ck__strndup(tool, tool_len);
-                o.path = ck__store_path(self->store, p->id, p->id_len);
-                o.bytes = p->text_len;
-                o.lines = count_lines(p->text, p->text_len);
-                if (!o.id || !o.tool || !o.path ||
-                    ck__grow((void **)&c->new_offloads, &c->cap_new_offloads,
+                ck_error err;
+                int rc = store_output(self, p, tool, tool_len, hash, &o, &err);
+                if (rc == CK_ENOMEM) return rc;
+                if (rc) {
+                    ck__compaction_note(c, "offload of %.*s failed: %s (%s)",
+                                        (int)ck__clip(p->id, p->id_len, 80), p->id,
+                                        err.msg ? err.msg : ck_strerror(rc), err.where);
+                    continue;
+                }
+                if (ck__grow((void **)&c->new_offloads, &c->cap_new_offloads,
                              c->n_new_offloads + 1, sizeof o)) {
-                    ck__free(o.id);
-                    ck__free(o.tool);
-                    ck__free(o.path);
+                    ck__offload_dispose(&o);
                     return CK_ENOMEM;
                 }
                 c->new_offloads[c->n_new_offloads++] = o;
@@ -762,11 +836,16 @@ static uint64_t state_checkpoint_tokens(const ck_compaction *c) {
 /* Tokens of the view as it stands before compacting. With a checkpoint from the state the
  * covered prefix is replaced by pinned + checkpoint; with a written-back checkpoint the history
  * is already that view. */
+/* What a request costs once, whatever its messages (as ck_estimate_history() counts it). */
+static uint64_t request_overhead(const ck_compaction *c) {
+    return c->owner->opt.estimator == CK_EST_DEFAULT && c->h->n_msgs ? CK_REQUEST_OVERHEAD : 0;
+}
+
 static uint64_t base_view_tokens(const ck_compaction *c) {
-    if (c->marker != CK_NONE) return range_tokens(c, 0, c->h->n_msgs);
-    if (!c->owner->st.active) return range_tokens(c, 0, c->h->n_msgs);
+    if (c->marker != CK_NONE || !c->owner->st.active)
+        return range_tokens(c, 0, c->h->n_msgs) + request_overhead(c);
     return prefix_tokens(c, c->base, state_checkpoint_tokens(c)) +
-           range_tokens(c, c->base, c->h->n_msgs);
+           range_tokens(c, c->base, c->h->n_msgs) + request_overhead(c);
 }
 
 static ck_tier tier_of(const ck_compactor_options *o, uint64_t tokens, double factor) {
@@ -812,7 +891,8 @@ static void plan_cut(ck_compaction *c) {
         size_t k = c->base;
         while (k < t && acc * 2 < span) acc += c->tok[k++];
         while (k < t && !safe_cut(h, k)) k++;
-        uint64_t after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + c->tool_tokens;
+        uint64_t after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + c->tool_tokens +
+                         request_overhead(c);
         if (span_has_content(c, k) && after <= target) {
             c->cut = k;
             return;
@@ -821,7 +901,8 @@ static void plan_cut(ck_compaction *c) {
         ck__compaction_note(c, "soft step would not reach the soft limit; escalated to full");
     }
     size_t k = t;
-    uint64_t after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + c->tool_tokens;
+    uint64_t fixed = c->tool_tokens + request_overhead(c);
+    uint64_t after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + fixed;
     if (after > target) {
         /* Truncate as in emergency: fold the oldest turns of the tail into the checkpoint too,
          * but keep the newest turn whatever it costs. */
@@ -830,7 +911,7 @@ static void plan_cut(ck_compaction *c) {
         while (k < last && after > target) {
             k++;
             while (k < last && !safe_cut(h, k)) k++;
-            after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + c->tool_tokens;
+            after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + fixed;
         }
         if (after > target)
             ck__compaction_note(c, "the pinned messages, the checkpoint and the newest turn "
@@ -970,7 +1051,7 @@ static int build_view(ck_compaction *c, size_t k, const char *checkpoint, size_t
 }
 
 static uint64_t view_tokens(const ck_compaction *c, const ck_view *v) {
-    uint64_t t = c->tool_tokens;
+    uint64_t t = c->tool_tokens + request_overhead(c);
     for (size_t i = 0; i < ck_view_count(v); i++) {
         ck_out_msg m;
         ck_view_get(v, i, &m);
@@ -1017,29 +1098,23 @@ static int new_anchors(ck_compaction *c, ck_anchors **out) {
     return *out ? CK_OK : CK_ENOMEM;
 }
 
+static char *dup_str(const char *s) { return ck__strndup(s, strlen(s)); }
+
 /* Gives the state copies of this compaction's offloads. */
 static int commit_offloads(ck_compaction *c) {
     ck__state *st = &c->owner->st;
     for (size_t i = 0; i < c->n_new_offloads; i++) {
         const ck__offload *n = &c->new_offloads[i];
-        if (ck__idmap_get(&st->offloaded, n->id, strlen(n->id)) != SIZE_MAX) continue;
-        ck__offload o = {ck__strndup(n->id, strlen(n->id)), ck__strndup(n->tool, strlen(n->tool)),
-                         ck__strndup(n->path, strlen(n->path)), n->bytes, n->lines};
-        if (!o.id || !o.tool || !o.path ||
-            ck__grow((void **)&st->offloads, &st->cap_offloads, st->n_offloads + 1, sizeof o)) {
-            ck__free(o.id);
-            ck__free(o.tool);
-            ck__free(o.path);
+        if (ck__idmap_get(&st->offloaded, n->ref, strlen(n->ref)) != SIZE_MAX) continue;
+        ck__offload o = {dup_str(n->id), dup_str(n->ref), dup_str(n->tool), dup_str(n->path),
+                         n->bytes, n->lines, n->hash};
+        if (!o.id || !o.ref || !o.tool || !o.path ||
+            ck__grow((void **)&st->offloads, &st->cap_offloads, st->n_offloads + 1, sizeof o) ||
+            ck__idmap_put(&st->offloaded, o.ref, strlen(o.ref), st->n_offloads) < 0) {
+            ck__offload_dispose(&o);
             return CK_ENOMEM;
         }
-        st->offloads[st->n_offloads] = o;
-        if (ck__idmap_put(&st->offloaded, o.id, strlen(o.id), st->n_offloads) < 0) {
-            ck__free(o.id);
-            ck__free(o.tool);
-            ck__free(o.path);
-            return CK_ENOMEM;
-        }
-        st->n_offloads++;
+        st->offloads[st->n_offloads++] = o;
     }
     return CK_OK;
 }
@@ -1097,7 +1172,7 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     } else {
         /* c->tok is indexed by the repaired copy; the composed view names the host's
          * messages, so count them afresh. */
-        uint64_t t = c->tool_tokens;
+        uint64_t t = c->tool_tokens + request_overhead(c);
         for (size_t i = 0; i < ck_view_count(view); i++) {
             ck_out_msg m;
             ck_view_get(view, i, &m);
@@ -1130,7 +1205,23 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     st->last_view = c->tokens_after;
     rc = commit_offloads(c);
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
-    if (!compacted && !c->n_new_offloads) return CK_OK; /* nothing changed: no record */
+    /* A view that stays over the soft limit with nothing left to fold (the pinned messages,
+     * the checkpoint and the newest turn alone are too big) is said once in a record, not on
+     * every call while it lasts. */
+    uint64_t target = (uint64_t)((double)self->opt.context_window * self->opt.soft / st->factor);
+    int over = c->tier >= CK_TIER_SOFT && c->tokens_after > target;
+    if (!compacted && !c->n_new_offloads) {
+        if (!over || st->over_noted) {
+            st->over_noted = over && st->over_noted;
+            return CK_OK; /* nothing changed: no record */
+        }
+        if (!c->notes.len)
+            ck__compaction_note(c, "the view needs %llu tokens, more than the soft limit of %llu, "
+                                   "and nothing more can be folded: the pinned messages, the "
+                                   "checkpoint and the newest turn are all that is left",
+                                (unsigned long long)c->tokens_after, (unsigned long long)target);
+    }
+    st->over_noted = over;
     rc = ck__build_record(c);
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     ck_error werr;
@@ -1195,11 +1286,13 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
         const ck_part *p = &parts[k];
         int big = p->kind == CK_PART_TOOL_RESULT && p->id_len && !is_placeholder(p) &&
                   p->text_len > self->opt.tool_offload_threshold;
-        int existed = 0;
-        ck_error werr;
+        ck__offload o;
+        memset(&o, 0, sizeof o);
         if (big) {
-            int put = ck__store_put(self->store, p->id, p->id_len, p->text, p->text_len,
-                                    &existed, &werr);
+            ck_error werr;
+            const char *tool = p->name_len ? p->name : "tool";
+            int put = store_output(self, p, tool, p->name_len ? p->name_len : 4,
+                                   ck__hash_text(p->text, p->text_len), &o, &werr);
             if (put == CK_ENOMEM) rc = put;
             else if (put) {
                 /* Fail-open: the output stays; the caller hears why through err. */
@@ -1211,18 +1304,12 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
             if (!rc) rc = ck__view_add_src_part(v, history, i, k);
             continue;
         }
-        char *path = ck__store_path(self->store, p->id, p->id_len);
         b.len = 0;
-        const char *tool = p->name_len ? p->name : "tool";
-        size_t tool_len = p->name_len ? p->name_len : 4;
-        if (!path) rc = CK_ENOMEM;
-        else
-            rc = render_placeholder(&b, p, tool, tool_len, path, count_lines(p->text, p->text_len),
-                                    20, 2048);
+        rc = render_placeholder(&b, p, &o, 20, 2048);
         const char *text = rc ? NULL : ck__view_own(v, b.data, b.len);
         if (!rc && !text) rc = CK_ENOMEM;
         if (!rc) rc = ck__view_add_replaced_part(v, history, i, k, text, b.len);
-        ck__free(path);
+        ck__offload_dispose(&o);
     }
     ck__buf_dispose(&b);
     if (!rc) ck__view_end(v, history);

@@ -31,11 +31,19 @@ void ck__strs_dispose(ck__strs *l);
 
 /* One tool output moved to the evidence store. */
 typedef struct ck__offload {
-    char *id;
+    char *id;   /* the tool-call id */
+    char *ref;  /* the evidence id it is stored under: the id, or "<id>#<hash>" when the id
+                   already held another output (agents that reuse ids) */
     char *tool;
     char *path;
     uint64_t bytes, lines;
+    uint64_t hash; /* of the output's text; 0 when unknown (records of older versions) */
 } ck__offload;
+
+/* Frees the strings of an offload record. */
+void ck__offload_dispose(ck__offload *o);
+/* A 64-bit hash of text, fast enough for every output and message on every call. */
+uint64_t ck__hash_text(const char *data, size_t len);
 
 /* A user message carried in the checkpoint: its text and, when it may need excerpting, the
  * evidence id under which its full text is stored. */
@@ -59,13 +67,14 @@ typedef struct ck__state {
     ck__strs files_read, files_modified;
     ck__offload *offloads;
     size_t n_offloads, cap_offloads;
-    ck__idmap offloaded; /* id -> index into offloads (keys borrowed from offloads[i].id) */
+    ck__idmap offloaded; /* ref -> index into offloads (keys borrowed from offloads[i].ref) */
     ck__idents *idents;
     uint64_t records;    /* audit records written in this session */
     double usage[5];     /* the last readings of provider count / own estimate */
     unsigned n_usage;
     double factor;       /* the correction applied to estimates (median of usage) */
     uint64_t last_view;  /* estimated tokens of the last view returned */
+    int over_noted;      /* a record already said the view cannot get under the soft limit */
     size_t compacted;    /* messages compacted over the session */
 } ck__state;
 

@@ -207,6 +207,109 @@ TEST(unfinished_compactions_change_nothing) {
     free(j);
 }
 
+/* Agents that reuse a tool-call id for another output: the second output is stored under its
+ * own ref and reads back, instead of the first one standing in for it. */
+TEST(reused_ids_keep_both_outputs) {
+    static char a[11001], b[11001];
+    memset(a, 'a', 11000);
+    memset(b, 'b', 11000);
+    a[11000] = b[11000] = '\0';
+    char *j = malloc(30000);
+    snprintf(j, 30000,
+             "[{\"role\":\"user\",\"content\":\"task\"},"
+             "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"call_0\",\"function\":{\"name\":"
+             "\"cat\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_0\","
+             "\"content\":\"%s\"},{\"role\":\"user\",\"content\":\"next\"},"
+             "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"call_0\",\"function\":{\"name\":"
+             "\"cat\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_0\","
+             "\"content\":\"%s\"},{\"role\":\"user\",\"content\":\"1\"},{\"role\":\"user\","
+             "\"content\":\"2\"},{\"role\":\"user\",\"content\":\"3\"},{\"role\":\"user\","
+             "\"content\":\"4\"}]",
+             a, b);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    OK(h != NULL);
+    /* The id repeats, which check_pairs reports; the compactor repairs a copy and goes on. */
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    ck_compactor *k = compactor((uint64_t)((double)total / 0.65), "reused");
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    ck_compaction_free(c);
+    /* Both outputs through the tool-time gate under the same id. */
+    ck_history *g = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    p.kind = CK_PART_TOOL_RESULT;
+    p.id = "gate_0";
+    p.id_len = 6;
+    p.text = a;
+    p.text_len = 11000;
+    ck_history_add_message(g, CK_ROLE_TOOL, 0);
+    ck_history_add_part(g, &p, NULL);
+    p.text = b;
+    ck_history_add_message(g, CK_ROLE_TOOL, 0);
+    ck_history_add_part(g, &p, NULL);
+    ck_view *v1 = NULL, *v2 = NULL;
+    INT_EQ(ck_compactor_offload(k, g, 0, &v1, &err), CK_OK);
+    INT_EQ(ck_compactor_offload(k, g, 1, &v2, &err), CK_OK);
+    ck_out_msg m1, m2;
+    ck_view_get(v1, 0, &m1);
+    ck_view_get(v2, 0, &m2);
+    OK(m1.op == CK_OP_EDIT && m2.op == CK_OP_EDIT);
+    /* The second placeholder names a ref of its own, and that ref reads back the b's. */
+    const char *ref = m2.n_parts ? strstr(m2.parts[0].part.text, "ref=\"") : NULL;
+    OK(ref != NULL);
+    if (ref) {
+        ref += 5;
+        const char *end = strchr(ref, '"');
+        OK(end && (size_t)(end - ref) > 6 && strncmp(ref, "gate_0#", 7) == 0);
+        char *back = NULL;
+        size_t len = 0;
+        INT_EQ(ck_compactor_read_evidence(k, ref, (size_t)(end - ref), 0, 10, &back, &len, &err),
+               CK_OK);
+        OK(len == 11000 && back && back[0] == 'b');
+        ck_free(back);
+    }
+    char *first = NULL;
+    size_t len = 0;
+    INT_EQ(ck_compactor_read_evidence(k, "gate_0", 6, 0, 10, &first, &len, &err), CK_OK);
+    OK(len == 11000 && first && first[0] == 'a');
+    ck_free(first);
+    ck_view_free(v1);
+    ck_view_free(v2);
+    ck_history_free(g);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
+/* When the pinned messages alone are over the soft limit, a record says so, once. */
+TEST(pinned_alone_too_big_is_recorded_once) {
+    char *big = malloc(4100);
+    memset(big, 'x', 4000);
+    big[4000] = '\0';
+    char *j = malloc(9000);
+    snprintf(j, 9000, "[{\"role\":\"system\",\"content\":\"%s\"},{\"role\":\"user\","
+                      "\"content\":\"%s\"}]", big, big);
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    ck_compactor *k = compactor(500, "pinned");
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_EMERGENCY);
+    const char *rec = ck_compaction_record(c, NULL);
+    OK(rec && strstr(rec, "more than the soft limit"));
+    OK(ck_view_is_identity(ck_compaction_view(c)));
+    ck_compaction_free(c);
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    OK(ck_compaction_record(c, NULL) == NULL);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+    free(big);
+}
+
 /* The tool-time gate: a 50 KB single-line output comes back as a placeholder whose preview is
  * capped in bytes, with where the full text is; a short output is kept as it is. */
 TEST(offload_gate_caps_previews) {
@@ -560,7 +663,7 @@ static void setup(void) { make_store(); }
 static void teardown(void) { remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
-                 RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(unfinished_compactions_change_nothing) RUN(soft_summarizes_and_is_bounded)
+                 RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(reused_ids_keep_both_outputs) RUN(pinned_alone_too_big_is_recorded_once) RUN(unfinished_compactions_change_nothing) RUN(soft_summarizes_and_is_bounded)
                      RUN(bad_summaries_fall_back) RUN(emergency_needs_no_model)
                          RUN(written_back_view_is_recognized) RUN(session_resumes_from_the_log)
                              RUN(broken_pairs_are_repaired_in_views)
