@@ -158,11 +158,27 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
     return t->cancel && *t->cancel ? 1 : 0;
 }
 
+/* A NUL-terminated copy of text for cJSON, which ends strings at NUL: an embedded NUL (tool
+ * output can hold one) becomes U+FFFD instead of silently cutting the rest of the prompt. */
+static char *json_safe_copy(const char *text, size_t len) {
+    ck__buf b;
+    ck__buf_init(&b);
+    const char *s = text ? text : "", *end = s + (text ? len : 0);
+    while (s < end) {
+        const char *nul = memchr(s, '\0', (size_t)(end - s));
+        ck__buf_add(&b, s, nul ? (size_t)(nul - s) : (size_t)(end - s));
+        if (!nul) break;
+        ck__buf_adds(&b, "\xef\xbf\xbd");
+        s = nul + 1;
+    }
+    return ck__buf_take(&b, NULL);
+}
+
 static char *request_body(const ck_http_summarizer *self, const ck_summary_request *req) {
     cJSON *root = cJSON_CreateObject();
     cJSON *messages = cJSON_CreateArray();
-    char *system = ck__strndup(req->system ? req->system : "", req->system ? req->system_len : 0);
-    char *prompt = ck__strndup(req->prompt ? req->prompt : "", req->prompt ? req->prompt_len : 0);
+    char *system = json_safe_copy(req->system, req->system_len);
+    char *prompt = json_safe_copy(req->prompt, req->prompt_len);
     int ok = root && messages && system && prompt &&
              cJSON_AddStringToObject(root, "model", self->model) &&
              cJSON_AddNumberToObject(root, "max_tokens", (double)req->max_tokens) &&
@@ -252,6 +268,60 @@ static void provider_error(const char *body, size_t len, ck__buf *why) {
 
 typedef enum attempt_result { A_OK, A_RETRY, A_FAIL } attempt_result;
 
+/* Runs one transfer. The multi interface lets us wake every 100 ms to look at the cancel flag:
+ * libcurl's progress callback alone fires only about once a second while a server stalls. */
+static CURLcode perform(CURL *curl, const volatile int *cancel) {
+    CURLM *multi = curl_multi_init();
+    if (!multi) return CURLE_OUT_OF_MEMORY;
+    if (curl_multi_add_handle(multi, curl) != CURLM_OK) {
+        curl_multi_cleanup(multi);
+        return CURLE_OUT_OF_MEMORY;
+    }
+    CURLcode result = CURLE_OK;
+    int running = 1;
+    while (running) {
+        if (cancel && *cancel) {
+            result = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        CURLMcode mc = curl_multi_perform(multi, &running);
+        if (mc == CURLM_OK && running) mc = curl_multi_poll(multi, NULL, 0, 100, NULL);
+        if (mc != CURLM_OK) {
+            result = CURLE_FAILED_INIT;
+            break;
+        }
+    }
+    if (!running) {
+        int left;
+        CURLMsg *msg;
+        while ((msg = curl_multi_info_read(multi, &left)))
+            if (msg->msg == CURLMSG_DONE) result = msg->data.result;
+    }
+    curl_multi_remove_handle(multi, curl);
+    curl_multi_cleanup(multi);
+    return result;
+}
+
+/* Blanks every occurrence of the API key in a reason: a provider may quote it back
+ * ("Incorrect API key provided: sk-..."), and reasons end up in records and logs. */
+static void redact(ck__buf *why, const char *key) {
+    size_t n = key ? strlen(key) : 0;
+    if (n < 4 || !why->data) return;
+    for (char *hit = strstr(why->data, key); hit; hit = strstr(hit, key)) {
+        static const char MASK[] = "[redacted]";
+        size_t at = (size_t)(hit - why->data), tail = why->len - at - n;
+        ck__buf rest;
+        ck__buf_init(&rest);
+        ck__buf_add(&rest, hit + n, tail);
+        why->len = at;
+        ck__buf_add(why, MASK, sizeof MASK - 1);
+        ck__buf_add(why, rest.data ? rest.data : "", rest.len);
+        ck__buf_dispose(&rest);
+        if (why->failed) return;
+        hit = why->data + at + sizeof MASK - 1;
+    }
+}
+
 static attempt_result attempt(const ck_http_summarizer *self, const char *body,
                               const volatile int *cancel, transfer *t, long *status,
                               double *retry_after, int *code, ck__buf *why) {
@@ -308,7 +378,7 @@ static attempt_result attempt(const ck_http_summarizer *self, const char *body,
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "ctxkeel/" CK_VERSION_STRING);
-    CURLcode rc = curl_easy_perform(curl);
+    CURLcode rc = perform(curl, cancel);
     curl_off_t after = -1;
     *status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
@@ -344,6 +414,7 @@ static attempt_result attempt(const ck_http_summarizer *self, const char *body,
     *code = CK_ESUMMARY;
     ck__buf_printf(why, "HTTP %ld", *status);
     provider_error(t->body.data ? t->body.data : "", t->body.len, why);
+    redact(why, key);
     return (*status == 429 || *status >= 500) ? A_RETRY : A_FAIL;
 }
 
