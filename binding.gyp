@@ -26,7 +26,8 @@
         "node/src/addon.c",
         "node/src/apply.c",
         "node/src/compactor.c",
-        "node/src/convert.c"
+        "node/src/convert.c",
+        "node/src/http.c"
       ],
       "include_dirs": ["csrc/include"],
       "defines": [

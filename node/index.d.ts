@@ -280,11 +280,21 @@ export type Summarizer<M extends Message = Message> = (
   context: { signal: AbortSignal },
 ) => string | PromiseLike<string>;
 
+/** A checkpoint writer as an object: its summarize method is called (with it as `this`) like
+ * a Summarizer function. HttpSummarizer is one. */
+export interface SummarizerObject<M extends Message = Message> {
+  summarize(
+    request: SummaryRequest<M>,
+    context: { signal: AbortSignal },
+  ): string | PromiseLike<string>;
+}
+
 export interface CompactOptions<M extends Message = Message> {
   /** The tool schemas sent with the request; their tokens count towards the window. */
   tools?: ToolSchema[] | null;
-  /** The checkpoint writer; null or absent means the built-in extractive summarizer. */
-  summarize?: Summarizer<M> | null;
+  /** The checkpoint writer: a function, or an object with a summarize method (such as an
+   * HttpSummarizer); null or absent means the built-in extractive summarizer. */
+  summarize?: Summarizer<M> | SummarizerObject<M> | null;
   /** Aborting rejects compact() with an Error named 'AbortError' (code 'ABORT_ERR'). */
   signal?: AbortSignal | null;
 }
@@ -292,6 +302,11 @@ export interface CompactOptions<M extends Message = Message> {
 /** One tool output moved to the evidence store. */
 export interface OffloadedOutput {
   tool_call_id: string;
+  /** The evidence id to read it back by: the tool-call id, or "<id>#<hash>" when an agent
+   * reused the id for another output. */
+  ref?: string;
+  /** A hash of the output's text (16 hex digits). */
+  hash?: string;
   tool_name: string;
   path: string;
   bytes: number;
@@ -455,6 +470,99 @@ export class Compactor {
   /** The correction factor learnt from observeUsage (1 until then). */
   readonly usageFactor: number;
   readonly options: ResolvedCompactorOptions;
+}
+
+/** The HTTP APIs HttpSummarizer speaks. */
+export type HttpApi = 'openai' | 'anthropic';
+
+export interface HttpSummarizerOptions {
+  /** Required. 'openai': POST {baseUrl}/chat/completions, so an OpenAI-compatible server's
+   * base URL usually ends in /v1 ('http://127.0.0.1:8000/v1'). 'anthropic': POST
+   * {baseUrl}/v1/messages ('https://api.anthropic.com'; a base URL ending in /v1 is fine too). */
+  baseUrl: string;
+  /** Required: the model name sent with every request. */
+  model: string;
+  /** Default 'openai'. */
+  api?: HttpApi;
+  /**
+   * The environment variable that holds the API key. null (the default) means OPENAI_API_KEY
+   * or ANTHROPIC_API_KEY by `api`; '' means send no key. The key is read by the native code at
+   * each call and never stored: it is sent as "Authorization: Bearer" (openai) or "x-api-key"
+   * with "anthropic-version: 2023-06-01" (anthropic). It comes from the process environment:
+   * inside a worker thread, a variable set only in the worker's own process.env is not seen.
+   */
+  apiKeyEnv?: string | null;
+  /** Seconds for one attempt, connecting included, in (0, 86400]. Default 60. */
+  timeout?: number;
+  /** Attempts after the first, 0 to 20: connection errors, timeouts, 429 and 5xx are retried
+   * (Retry-After is honoured), other 4xx are not. Default 3. */
+  maxRetries?: number;
+  /** Extra request headers, name -> value (one line each). null (the default) for none. */
+  headers?: Record<string, string> | null;
+  /** Seconds before the first retry, doubled each time with jitter, in (0, 3600]. Default 0.5. */
+  backoff?: number;
+}
+
+/** What HttpSummarizer.summarize() sends; a compactor's SummaryRequest is one. */
+export interface HttpSummaryRequest {
+  /** The system prompt. Default ''. */
+  system?: string;
+  /** The user prompt. */
+  prompt: string;
+  /** The reply's budget in tokens, a positive integer. Default 1024. */
+  maxTokens?: number;
+}
+
+/** Tokens the provider counted for one call. */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * The built-in HTTP summarizer, for OpenAI-compatible servers and Anthropic's API:
+ *
+ *     const summarizer = new HttpSummarizer({ baseUrl, model });
+ *     await compactor.compact(history, { summarize: summarizer });
+ *
+ * Each summary is one transfer on a libuv thread-pool thread; the event loop is never held.
+ * Several may run at once (each holds a pool thread while it runs: the pool has 4 threads
+ * unless UV_THREADPOOL_SIZE says otherwise). util.inspect shows the options, with header
+ * names but not their values, and never the key.
+ * @throws {TypeError | RangeError} naming the option that is wrong.
+ */
+export class HttpSummarizer implements SummarizerObject {
+  constructor(options: HttpSummarizerOptions);
+
+  /**
+   * Asks the model; resolves with its reply text. Rejects with a CtxkeelError whose message is
+   * a one-line reason (the HTTP status and the provider's message, never the key) and whose
+   * code is CK_ESUMMARY (an HTTP error; a reply that is not JSON or holds no text),
+   * CK_ETIMEDOUT (no complete reply within `timeout`, every attempt), CK_EIO (no connection),
+   * CK_ECANCELED (the signal aborted: at once, while the transfer stops behind it; or close()),
+   * CK_ECLOSED (after close()) or CK_ENOMEM; with TypeError / RangeError for bad arguments.
+   */
+  summarize(
+    request: HttpSummaryRequest,
+    context?: { signal?: AbortSignal | null } | null,
+  ): Promise<string>;
+
+  /** The provider's token counts for the last successful call (0 where it gave none), or null
+   * before the first. */
+  readonly lastUsage: TokenUsage | null;
+
+  /** The number of transfers in flight. */
+  readonly pending: number;
+
+  /**
+   * Cancels the transfers in flight and frees the native summarizer once they are over; later
+   * summarize() calls reject with CK_ECLOSED. Safe to call twice. Call it before ending a
+   * worker thread that has summaries in flight: Node waits for thread-pool work before it
+   * tears a worker down, so worker.terminate() would otherwise wait for those transfers.
+   */
+  close(): void;
+
+  readonly closed: boolean;
 }
 
 /** The read_evidence tool definition for a tool list. */

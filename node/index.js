@@ -6,6 +6,7 @@
 'use strict';
 
 const path = require('node:path');
+const util = require('node:util');
 
 function loadAddon() {
   const root = path.join(__dirname, '..');
@@ -249,6 +250,20 @@ async function callSummarizer(summarize, request, seconds, signal) {
   }
 }
 
+/**
+ * The `summarize` option as a function: a function as it is, an object with a summarize method
+ * (an HttpSummarizer, say) as a call of that method on it, null as null.
+ */
+function summarizerFunction(summarize) {
+  if (summarize === null || typeof summarize === 'function') return summarize;
+  if (typeof summarize === 'object' &&
+      typeof summarize.summarize === 'function') {
+    return (request, context) => summarize.summarize(request, context);
+  }
+  throw typeError('options.summarize must be a function or an object with a summarize ' +
+    `method, not ${describe(summarize)}`);
+}
+
 /** Why a summarizer outcome cannot be used as the checkpoint reply, or null when it can. */
 function summaryFailure(outcome, seconds) {
   if (outcome.timedOut) return `summarizer timed out after ${seconds} s`;
@@ -390,9 +405,7 @@ class Compactor {
     if (tools !== null && !Array.isArray(tools)) {
       throw typeError(`options.tools must be an array, not ${describe(tools)}`);
     }
-    if (summarize !== null && typeof summarize !== 'function') {
-      throw typeError(`options.summarize must be a function, not ${describe(summarize)}`);
-    }
+    const summarizeFn = summarizerFunction(summarize);
     if (signal !== null && !isAbortSignal(signal)) {
       throw typeError(`options.signal must be an AbortSignal, not ${describe(signal)}`);
     }
@@ -406,8 +419,8 @@ class Compactor {
     this.#busy = true;
     let job = null;
     try {
-      job = this.#native.begin(snapshot, toolTokens, summarize !== null);
-      if (job.needsSummary) await this.#summarize(job, snapshot, summarize, signal);
+      job = this.#native.begin(snapshot, toolTokens, summarizeFn !== null);
+      if (job.needsSummary) await this.#summarize(job, snapshot, summarizeFn, signal);
       const result = job.finish(snapshot);
       const record = result.record === null ? null : JSON.parse(result.record);
       if (record !== null) this.#report(record);
@@ -549,6 +562,210 @@ class Compactor {
   }
 }
 
+const HTTP_OPTIONS = ['baseUrl', 'model', 'api', 'apiKeyEnv', 'timeout', 'maxRetries', 'headers',
+  'backoff'];
+const HTTP_APIS = ['openai', 'anthropic'];
+// The bounds the core accepts (csrc/src/http.c); node/src/http.c checks the same ones.
+const MAX_HTTP_TIMEOUT = 86400;
+const MAX_HTTP_BACKOFF = 3600;
+const MAX_HTTP_RETRIES = 20;
+// The characters of an HTTP header name (RFC 9110 "token").
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
+function stringOption(options, key, { required = false, nullable = false } = {}) {
+  const value = options[key];
+  if (value === undefined || (nullable && value === null)) {
+    if (required) throw typeError(`options.${key} is required`);
+    return null;
+  }
+  if (typeof value !== 'string') {
+    throw typeError(`options.${key} must be a string${nullable ? ' or null' : ''}, ` +
+      `not ${describe(value)}`);
+  }
+  if (value.includes('\0')) throw rangeError(`options.${key} must not contain NUL characters`);
+  return value;
+}
+
+function secondsOption(options, key, max, fallback) {
+  const value = options[key];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number') {
+    throw typeError(`options.${key} must be a number, not ${describe(value)}`);
+  }
+  if (!(value > 0 && value <= max)) {
+    throw rangeError(`options.${key} must be a number of seconds in (0, ${max}]`);
+  }
+  return value;
+}
+
+/** options.headers as a fresh plain object of name -> value, each checked; null for none. */
+function headersOption(options) {
+  const { headers = null } = options;
+  if (headers === null) return null;
+  if (typeof headers !== 'object' || Array.isArray(headers)) {
+    throw typeError(`options.headers must be an object of strings, not ${describe(headers)}`);
+  }
+  const checked = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const where = `options.headers[${JSON.stringify(name)}]`;
+    if (!HEADER_NAME.test(name)) {
+      throw rangeError(`${where}: a header name is letters, digits and !#$%&'*+-.^_\`|~`);
+    }
+    if (typeof value !== 'string') {
+      throw typeError(`${where} must be a string, not ${describe(value)}`);
+    }
+    if (/[\r\n\0]/.test(value)) throw rangeError(`${where} must be one line without NUL`);
+    checked[name] = value;
+  }
+  return checked;
+}
+
+/** Reads the request of HttpSummarizer.summarize(): {system = '', prompt, maxTokens = 1024}. */
+function summaryRequest(request) {
+  checkObject(request, 'request');
+  const { system = '', prompt, maxTokens = 1024 } = request;
+  if (typeof system !== 'string') {
+    throw typeError(`request.system must be a string, not ${describe(system)}`);
+  }
+  if (typeof prompt !== 'string') {
+    throw typeError(`request.prompt must be a string, not ${describe(prompt)}`);
+  }
+  if (typeof maxTokens !== 'number') {
+    throw typeError(`request.maxTokens must be a number, not ${describe(maxTokens)}`);
+  }
+  if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) {
+    throw rangeError('request.maxTokens must be a positive integer');
+  }
+  return { system, prompt, maxTokens };
+}
+
+/** The signal of summarize()'s second argument, or null. */
+function summarizeSignal(context) {
+  if (context === undefined || context === null) return null;
+  checkObject(context, 'context');
+  const { signal = null } = context;
+  if (signal !== null && !isAbortSignal(signal)) {
+    throw typeError(`context.signal must be an AbortSignal, not ${describe(signal)}`);
+  }
+  return signal;
+}
+
+/**
+ * The built-in HTTP summarizer: asks a model behind an OpenAI-compatible server (POST
+ * {baseUrl}/chat/completions) or Anthropic's API (POST {baseUrl}/v1/messages) for the
+ * checkpoint. The transfer runs on the libuv thread pool; the event loop never waits for it.
+ * Pass it as compact()'s `summarize`, or call summarize() yourself. The API key is read from
+ * the environment variable `apiKeyEnv` by the native code at each call; it is never stored.
+ */
+class HttpSummarizer {
+  #native;
+  #shown; // what util.inspect shows: the options without header values
+
+  constructor(options) {
+    checkObject(options, 'options');
+    const o = knownOptions(options, 'options', HTTP_OPTIONS);
+    const baseUrl = stringOption(o, 'baseUrl', { required: true });
+    if (!/^https?:\/\//.test(baseUrl)) {
+      throw rangeError('options.baseUrl must be an http:// or https:// URL');
+    }
+    const model = stringOption(o, 'model', { required: true });
+    if (model === '') throw rangeError('options.model must not be empty');
+    const api = option(o, 'api', HTTP_APIS);
+    const apiKeyEnv = stringOption(o, 'apiKeyEnv', { nullable: true });
+    if (apiKeyEnv !== null && apiKeyEnv.includes('=')) {
+      throw rangeError('options.apiKeyEnv must be the name of a variable');
+    }
+    const timeout = secondsOption(o, 'timeout', MAX_HTTP_TIMEOUT, 60);
+    const backoff = secondsOption(o, 'backoff', MAX_HTTP_BACKOFF, 0.5);
+    const maxRetries = integerOption(o, 'maxRetries', 0, 3);
+    if (maxRetries > MAX_HTTP_RETRIES) {
+      throw rangeError(`options.maxRetries must be an integer from 0 to ${MAX_HTTP_RETRIES}`);
+    }
+    const headers = headersOption(o);
+    this.#native = new addon.HttpSummarizer({
+      baseUrl, model, api, apiKeyEnv, timeout, maxRetries, headers, backoff,
+    });
+    this.#shown = {
+      baseUrl,
+      model,
+      api,
+      apiKeyEnv: apiKeyEnv ?? (api === 'anthropic' ? 'ANTHROPIC_API_KEY' : 'OPENAI_API_KEY'),
+      timeout,
+      maxRetries,
+      backoff,
+      headers: headers === null ? [] : Object.keys(headers),
+    };
+  }
+
+  /**
+   * Asks the model: resolves with its reply text. Rejects with a CtxkeelError whose code is
+   * CK_ESUMMARY (an HTTP error, a reply that is not JSON or has no text), CK_ETIMEDOUT,
+   * CK_EIO (no connection), CK_ECANCELED (the signal aborted, or close()) or CK_ENOMEM, and
+   * whose message is the one-line reason (HTTP status and the provider's message; never the
+   * key). Several calls may run at once, each on a thread of the libuv pool.
+   */
+  async summarize(request, context) {
+    const { system, prompt, maxTokens } = summaryRequest(request);
+    const signal = summarizeSignal(context);
+    if (signal && signal.aborted) throw ckCanceled(signal);
+    // The core builds the request body from C strings, so a NUL (a binary tool output in the
+    // history, say) would end the prompt there; the rest must reach the model all the same.
+    const { promise, id } = this.#native.start(system, prompt, maxTokens);
+    if (!signal) return promise;
+    // An abort rejects at once, as fetch() does; the native flag stops the transfer behind it
+    // (the core notices it between reads), and that late settlement is dropped.
+    let onAbort;
+    const aborted = new Promise((resolve, reject) => {
+      onAbort = () => {
+        this.#native.cancel(id);
+        reject(ckCanceled(signal));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    promise.catch(() => {});
+    try {
+      return await Promise.race([promise, aborted]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** {promptTokens, completionTokens} that the provider reported for the last successful
+   * call (0 where it reported none), or null before the first. */
+  get lastUsage() {
+    return this.#native.lastUsage;
+  }
+
+  /** The number of transfers in flight. */
+  get pending() {
+    return this.#native.pending;
+  }
+
+  /** Cancels the transfers in flight and releases the native summarizer once they are over;
+   * later summarize() calls reject with CK_ECLOSED. Safe to call twice. */
+  close() {
+    this.#native.close();
+  }
+
+  get closed() {
+    return this.#native.closed;
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    if (depth < 0) return options.stylize('[HttpSummarizer]', 'special');
+    const shown = { ...this.#shown, closed: this.closed, pending: this.pending };
+    const inner = { ...options, depth: options.depth === null ? null : options.depth - 1 };
+    return `HttpSummarizer ${inspect(shown, inner)}`;
+  }
+}
+
+/** The rejection of a summary whose signal aborted; its message is the core's reason text. */
+function ckCanceled(signal) {
+  const err = new CtxkeelError('canceled', { cause: signal.reason });
+  err.code = 'CK_ECANCELED';
+  return err;
+}
+
 const statusCodes = Object.freeze(
   Object.fromEntries(
     Object.entries(addon.statusCodes).map(([name, entry]) => [name, Object.freeze(entry)]),
@@ -562,6 +779,7 @@ module.exports = {
   parseAnchors,
   mergeAnchors,
   Compactor,
+  HttpSummarizer,
   readEvidenceTool,
   version: addon.version,
   statusCodes,

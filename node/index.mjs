@@ -12,6 +12,7 @@ export const {
   parseAnchors,
   mergeAnchors,
   Compactor,
+  HttpSummarizer,
   readEvidenceTool,
   version,
   statusCodes,

@@ -981,6 +981,13 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
     if (c->tier >= CK_TIER_WARN) rc = offload_range(c, c->base, c->tail, 1);
     if (!rc && c->tier >= CK_TIER_SOFT) {
         plan_cut(c);
+        /* The very same fold was tried on this history and did not shrink the view: asking
+         * the model again would cost a call for nothing. */
+        if (c->cut > c->base && c->cut == self->st.futile_cut &&
+            ck__fingerprint(c->h, c->cut) == self->st.futile_fp) {
+            ck__compaction_note(c, "this fold was tried before and did not shrink the view");
+            c->cut = c->base;
+        }
         /* Tail messages folded by truncation leave the view too: their large outputs go to
          * the evidence store first, like every output that leaves. */
         if (c->cut > c->tail) rc = offload_range(c, c->tail, c->cut, 1);
@@ -1126,6 +1133,7 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     ck__state *st = &self->st;
     int rc = CK_OK;
     ck_view *base_view = NULL, *view = NULL;
+    int futile = 0;
     /* The view without a new checkpoint: the state's checkpoint (if any) and placeholders. */
     if (c->marker != CK_NONE || !st->active) rc = build_view(c, 0, NULL, 0, &base_view);
     else rc = build_view(c, c->base, c->previous, c->previous_len, &base_view);
@@ -1136,8 +1144,10 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
         if (!rc) rc = ck__build_checkpoint(c, anchors);
         if (!rc) rc = build_view(c, c->cut, c->checkpoint, c->checkpoint_len, &view);
         if (!rc && view_tokens(c, view) >= view_tokens(c, base_view)) {
-            /* Compacting would not shrink the view: keep the old one, change nothing. */
+            /* Compacting would not shrink the view: keep the old one, and remember the fold so
+             * the same history does not cost another summary. The record says so. */
             ck__compaction_note(c, "compaction would not shrink the view; nothing was folded");
+            futile = 1;
             ck_view_free(view);
             view = NULL;
             ck_anchors_free(anchors);
@@ -1210,7 +1220,11 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
      * every call while it lasts. */
     uint64_t target = (uint64_t)((double)self->opt.context_window * self->opt.soft / st->factor);
     int over = c->tier >= CK_TIER_SOFT && c->tokens_after > target;
-    if (!compacted && !c->n_new_offloads) {
+    if (futile) {
+        st->futile_cut = c->cut;
+        st->futile_fp = ck__fingerprint(c->h, c->cut);
+    }
+    if (!compacted && !c->n_new_offloads && !futile) {
         if (!over || st->over_noted) {
             st->over_noted = over && st->over_noted;
             return CK_OK; /* nothing changed: no record */

@@ -75,6 +75,9 @@ typedef struct ck__state {
     double factor;       /* the correction applied to estimates (median of usage) */
     uint64_t last_view;  /* estimated tokens of the last view returned */
     int over_noted;      /* a record already said the view cannot get under the soft limit */
+    size_t futile_cut;   /* a fold of [.., futile_cut) of the history with this fingerprint did
+                            not shrink the view: it is not asked for again (0: none) */
+    uint64_t futile_fp;
     size_t compacted;    /* messages compacted over the session */
 } ck__state;
 

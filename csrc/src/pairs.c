@@ -184,6 +184,28 @@ int ck_check_pairs(const ck_history *history, ck_format format, ck_pair_violatio
     return CK_OK;
 }
 
+/* The user message that holds every result of the valid calls of message `m` and nothing
+ * else, or CK_NONE. */
+static size_t whole_result_message(const analysis *a, size_t m) {
+    const ck_history *h = a->h;
+    size_t found = CK_NONE, calls = 0;
+    const ck__msg *call_msg = &h->msgs[m];
+    for (size_t k = 0; k < call_msg->n_parts; k++) {
+        size_t g = call_msg->first_part + k;
+        if (a->verdict[g] != V_CALL) continue;
+        calls++;
+        size_t res = a->answer[g];
+        if (res == CK_NONE) return CK_NONE;
+        size_t r = a->part_msg[res];
+        if (found != CK_NONE && r != found) return CK_NONE;
+        found = r;
+    }
+    if (found == CK_NONE || h->msgs[found].role != CK_ROLE_USER ||
+        h->msgs[found].n_parts != calls)
+        return CK_NONE;
+    return found;
+}
+
 /* Emits the results for the valid calls of assistant message `m`. For OpenAI they are whole
  * "tool" messages; for Anthropic, blocks at the head of the user message `zone` (CK_NONE: a
  * new user message), followed by that message's other kept parts. Results already in place
@@ -232,6 +254,16 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
         return rc;
     }
     stub.flags = CK_PART_ANTHROPIC;
+    if (zone == CK_NONE) {
+        /* A user message that holds exactly this call's results and nothing else moves here
+         * whole, as the same object, rather than being rebuilt. */
+        size_t whole = whole_result_message(a, m);
+        if (whole != CK_NONE) {
+            for (size_t k = 0; k < h->msgs[whole].n_parts; k++)
+                emitted[h->msgs[whole].first_part + k] = 1;
+            return ck__view_keep(v, h, whole);
+        }
+    }
     rc = zone == CK_NONE ? ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_USER, 0)
                          : ck__view_begin(v, CK_OP_EDIT, zone, CK_ROLE_USER, h->msgs[zone].flags);
     if (zone != CK_NONE) {

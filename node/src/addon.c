@@ -1,7 +1,7 @@
 /*
  * addon.c - the ctxkeel Node-API addon: module setup, per-addon state, errors, and the
  * functions that need no message mapping (token estimates, anchors, status codes). The
- * Compactor class lives in compactor.c.
+ * Compactor class lives in compactor.c, the HttpSummarizer class in http.c.
  *
  * node/index.js loads this module, checks arguments and exports the public API. The C side
  * checks argument types again because the addon can be loaded directly.
@@ -545,6 +545,6 @@ NAPI_MODULE_INIT() {
         {"statusCodes", NULL, NULL, NULL, NULL, codes, napi_enumerable, NULL},
     };
     NODE_API_CALL(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
-    if (ckjs_compactor_init(env, exports)) return NULL;
+    if (ckjs_compactor_init(env, exports) || ckjs_http_init(env, exports)) return NULL;
     return exports;
 }

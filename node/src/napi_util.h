@@ -183,4 +183,12 @@ napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info);
  * class in the instance state. Returns CK_OK or CKJS_THROWN. */
 int ckjs_compactor_init(napi_env env, napi_value exports);
 
+/* ------------------------------------------------------------------------------------------ */
+/* http.c - the HttpSummarizer class                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Defines `HttpSummarizer` (the built-in HTTP summarizer, whose transfers run on the libuv
+ * thread pool) on `exports`. Returns CK_OK or CKJS_THROWN. */
+int ckjs_http_init(napi_env env, napi_value exports);
+
 #endif /* CKJS_NAPI_UTIL_H_ */
