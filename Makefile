@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps
+.PHONY: bench fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -63,11 +63,13 @@ compile-check: | deps
 	$(CC) -std=c99 -pedantic-errors -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_c99.c -o $(BUILD)/check/header_c99.o
 	c++ -std=c++11 -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_cpp.cpp -o $(BUILD)/check/header_cpp.o
 
-$(VENV)/bin/pytest:
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest
+# The venv is refreshed whenever this file (and so its list of tools) changes.
+$(VENV)/.deps: Makefile
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest hypothesis
+	@touch $@
 
-venv: $(VENV)/bin/pytest
+venv: $(VENV)/.deps
 
 py-test: venv | deps
 	$(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
@@ -102,9 +104,17 @@ demo: $(BUILD)/ctxkeel
 	  $(BUILD)/ctxkeel check $$f >/dev/null && $(BUILD)/ctxkeel tokens $$f || exit 1; \
 	done
 
-# ASan + UBSan over the C tests.
+# ASan + UBSan over the C tests and the Python suite (the extension built with the sanitizers
+# in its own venv; the interpreter preloads the runtimes; CPython's own exit-time allocations
+# are not leaks of ours, so leak detection is left to the C tests and valgrind).
 asan: | deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" c-test
+	test -x .venv-asan/bin/python || $(PYTHON) -m venv .venv-asan
+	.venv-asan/bin/pip install -q setuptools wheel pytest hypothesis
+	CK_SANITIZE=1 CK_DEBUG=1 .venv-asan/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
+	cd tests/python && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 \
+	  ../../.venv-asan/bin/python -m pytest -q -p no:cacheprovider .
 
 # valgrind over the C tests.
 leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
@@ -151,5 +161,21 @@ fuzz: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
 	  tail -1 build-fuzz/fuzz_$$t.log; \
 	done; rm -rf /tmp/ck_fuzz_*
 
+# Benchmarks: C, Python and Node in one run, with the peers users reach for today installed as
+# dev-only dependencies (tokenx, gpt-tokenizer, @langchain/core; langchain-core in .venv).
+BENCH_DIR := build-bench
+bench: $(BUILD)/libctxkeel.a venv node-deps
+	@mkdir -p $(BENCH_DIR)
+	$(CC) -std=c11 -O2 $(DEFS) -Icsrc/include bench/bench.c $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $(BENCH_DIR)/bench
+	$(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
+	$(VENV)/bin/pip install -q langchain-core
+	npm run --silent install
+	$(BENCH_DIR)/bench $(BENCH_DIR)/store $(BENCH_DIR)/c.jsonl
+	cd $(BENCH_DIR) && ../$(VENV)/bin/python ../bench/bench.py python.jsonl
+	node bench/bench.js $(BENCH_DIR)/node.jsonl
+	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR)/c.jsonl $(BENCH_DIR)/python.jsonl \
+	  $(BENCH_DIR)/node.jsonl tools/tokens_report.md
+	@echo "BENCHMARKS.md written"
+
 clean:
-	rm -rf build build-c build-py build-asan build-fuzz python/ctxkeel/*.so *.egg-info python/*.egg-info
+	rm -rf build build-c build-py build-py-asan .venv-asan build-asan build-fuzz build-bench python/ctxkeel/*.so *.egg-info python/*.egg-info

@@ -71,4 +71,6 @@ extension = Extension(
     ),
 )
 
-setup(ext_modules=[extension])
+# A sanitized build keeps its objects apart, so neither build reuses the other's.
+build_base = "build-py-asan" if env_flag("CK_SANITIZE") else "build-py"
+setup(ext_modules=[extension], options={"build": {"build_base": build_base}})

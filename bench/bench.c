@@ -140,14 +140,26 @@ static uint64_t history_bytes(const ck_history *h) {
     return b;
 }
 
+static FILE *json_out;
+
+/* One result as a JSON line for the report (bench/report.py). */
+static void emit(const char *name, size_t n, uint64_t bytes, double ms) {
+    if (json_out)
+        fprintf(json_out,
+                "{\"lang\":\"c\",\"case\":\"%s\",\"messages\":%zu,\"bytes\":%llu,"
+                "\"ms\":%.6f}\n",
+                name, n, (unsigned long long)bytes, ms);
+}
+
 int main(int argc, char **argv) {
     const char *store = argc > 1 ? argv[1] : "/tmp/ctxkeel-bench";
+    json_out = argc > 2 ? fopen(argv[2], "w") : NULL;
     printf("%-44s %9s %10s %12s\n", "case", "messages", "bytes", "ms/call");
     static const size_t sizes[] = {200, 1000, 10000, 100000};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         char *arena;
         size_t n = sizes[s];
-        ck_history *h = synthetic(n, 1000, &arena);
+        ck_history *h = synthetic(n, 1400, &arena);
         uint64_t bytes = history_bytes(h);
         int reps = n >= 10000 ? 3 : 50, rounds = n >= 100000 ? 3 : 7;
         /* Estimation alone. */
@@ -157,19 +169,25 @@ int main(int argc, char **argv) {
         double est = (now_ms() - t0) / (reps * 4);
         printf("%-44s %9zu %10llu %12.4f  (%.0f MB/s)\n", "estimate_history (default)", n,
                (unsigned long long)bytes, est, (double)bytes / 1e3 / est);
+        emit("estimate", n, bytes, est);
         bench_case none = {"compact, nothing to compact", h, bytes * 10, 0, 0};
         bench_case steady = {"compact, checkpoint reused (no model)", h, bytes * 10, 1, 0};
         bench_case full = {"compact, full compaction (trivial model)", h, 0, 0, 1};
-        printf("%-44s %9zu %10llu %12.4f\n", none.name, n, (unsigned long long)bytes,
-               run_case(&none, rounds, reps, store));
-        printf("%-44s %9zu %10llu %12.4f\n", steady.name, n, (unsigned long long)bytes,
-               run_case(&steady, rounds, reps, store));
-        if (n <= 10000)
-            printf("%-44s %9zu %10llu %12.4f\n", full.name, n, (unsigned long long)bytes,
-                   run_case(&full, n >= 10000 ? 3 : 5, n >= 10000 ? 1 : 5, store));
+        double t_none = run_case(&none, rounds, reps, store);
+        printf("%-44s %9zu %10llu %12.4f\n", none.name, n, (unsigned long long)bytes, t_none);
+        emit("compact_none", n, bytes, t_none);
+        double t_steady = run_case(&steady, rounds, reps, store);
+        printf("%-44s %9zu %10llu %12.4f\n", steady.name, n, (unsigned long long)bytes, t_steady);
+        emit("compact_steady", n, bytes, t_steady);
+        if (n <= 10000) {
+            double t_full = run_case(&full, n >= 10000 ? 3 : 5, n >= 10000 ? 1 : 5, store);
+            printf("%-44s %9zu %10llu %12.4f\n", full.name, n, (unsigned long long)bytes, t_full);
+            emit("compact_full", n, bytes, t_full);
+        }
         ck_history_free(h);
         free(arena);
         (void)sink;
     }
+    if (json_out) fclose(json_out);
     return 0;
 }

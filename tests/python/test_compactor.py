@@ -251,7 +251,8 @@ def test_emergency_needs_no_model_and_keeps_the_task(tmp_path):
 
 def test_tool_schemas_count(tmp_path):
     messages = synthetic_history(turns=8)
-    tools = [{"type": "function", "function": {"name": "read_file", "description": "d" * 400,
+    description = "Read a file of the workspace and return its numbered lines. " * 8
+    tools = [{"type": "function", "function": {"name": "read_file", "description": description,
                                                "parameters": {"type": "object"}}}]
     c = ctxkeel.Compactor(100000, store_dir=fresh_dir(tmp_path))
     plain = c.compact(messages)
