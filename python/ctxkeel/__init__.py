@@ -15,7 +15,10 @@ The functions here are thin names for the C core in ``ctxkeel._ext``:
   ``CompactionResult`` whose ``messages`` are what to send; ``offload``, ``read_evidence``
   and ``search_evidence`` work with the evidence store;
 - ``read_evidence_tool(format="openai")`` is the tool definition that lets the model read
-  offloaded outputs back (answer its calls with ``Compactor.handle_read_evidence``).
+  offloaded outputs back (answer its calls with ``Compactor.handle_read_evidence``);
+- ``HttpSummarizer(base_url, model, *, api="openai", ...)`` is the built-in summarizer that
+  asks a model over HTTP (OpenAI-compatible or Anthropic endpoints) to write the checkpoint;
+  pass it as ``summarize=`` to ``compact`` or ``acompact``.
 
 Errors: ``Error`` is the base class; bad input raises ``InputError``, which is also a
 ``ValueError`` and names the message index and field.
@@ -25,6 +28,7 @@ from ._compactor import CompactionResult, Compactor
 from ._ext import (
     STATUS_CODES,
     Error,
+    HttpSummarizer,
     InputError,
     __version__,
     check_pairs,
@@ -40,6 +44,7 @@ __all__ = [
     "CompactionResult",
     "Compactor",
     "Error",
+    "HttpSummarizer",
     "InputError",
     "__version__",
     "check_pairs",

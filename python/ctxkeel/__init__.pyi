@@ -10,7 +10,10 @@ from typing import (
     Tuple,
     TypedDict,
     Union,
+    final,
 )
+
+from ._ext import CancelToken
 
 __version__: str
 
@@ -199,3 +202,58 @@ class Compactor:
     def options(self) -> Dict[str, Any]: ...
 
 def read_evidence_tool(format: ToolFormat = "openai") -> Dict[str, Any]: ...
+
+HttpApi = Literal["openai", "anthropic"]
+
+class HttpRequest(TypedDict, total=False):
+    """What HttpSummarizer reads from a request: a SummaryRequest has all of it."""
+
+    system: Optional[str]  # default ""
+    prompt: str  # required
+    max_tokens: Optional[int]  # > 0; default 1024
+
+@final
+class HttpSummarizer:
+    """The built-in summarizer: asks a model over HTTP to write the checkpoint.
+
+    Usable as summarize= in Compactor.compact and acompact. Calling it returns the reply
+    text or raises Error with .code "CK_ESUMMARY", "CK_ETIMEDOUT", "CK_EIO" or
+    "CK_ECANCELED". The API key is read from the environment variable api_key_env at each
+    call and never stored. One object may serve several threads at once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api: HttpApi = "openai",
+        api_key_env: Optional[str] = None,
+        timeout: float = 60,
+        max_retries: int = 3,
+        headers: Optional[Dict[str, str]] = None,
+        backoff: float = 0.5,
+    ) -> None: ...
+    def __call__(self, request: Union[SummaryRequest, HttpRequest]) -> str: ...
+    # For ctxkeel.Compactor: the same call, aborted when `cancel` is cancelled.
+    def _summarize(
+        self, request: Union[SummaryRequest, HttpRequest], cancel: Optional[CancelToken], /
+    ) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def api(self) -> HttpApi: ...
+    @property
+    def api_key_env(self) -> Optional[str]: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def backoff(self) -> float: ...
+    @property
+    def header_names(self) -> Tuple[str, ...]: ...
+    @property
+    def last_usage(self) -> Optional[Tuple[int, int]]: ...

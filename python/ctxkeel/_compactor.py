@@ -6,7 +6,8 @@ so that the summarizer, which is the host's own code, runs between core calls. T
 the orchestration around those steps: it runs the summarizer (a plain function in a daemon
 thread, a coroutine on the running loop) under ``summarize_timeout``, turns every way a
 summarizer can fail into a recorded fallback instead of an exception, and calls
-``on_compaction``.
+``on_compaction``. The built-in ``HttpSummarizer`` is run with a ``CancelToken``, so running
+out of time or cancelling ``acompact`` stops its transfer rather than leaving it running.
 
 Nothing a summarizer or ``on_compaction`` does can break the agent: an exception, a hang, a
 reply that is not a str, an empty or unusable reply all end in a result built by the
@@ -22,11 +23,14 @@ import threading
 import warnings
 
 from . import _ext
-from ._ext import Error, InputError, estimate_tokens
+from ._ext import Error, HttpSummarizer, InputError, estimate_tokens
 
 __all__ = ["Compactor", "CompactionResult"]
 
 _REASON_MAX = 300  # characters of an exception's text kept in a fallback reason
+# Seconds to wait for an HttpSummarizer's transfer to end once its token is tripped (the core
+# polls the flag every 100 ms or so); past this the daemon thread is left to finish alone.
+_ABORT_GRACE = 1.0
 
 
 class CompactionResult:
@@ -104,13 +108,19 @@ class Compactor:
         ``summarize(request) -> str`` writes the checkpoint when the soft or full tier needs
         one; None uses the built-in extractive summarizer. It runs in a daemon thread for at
         most ``summarize_timeout`` seconds (a coroutine function runs on a private event loop
-        there; prefer ``acompact`` for those). Its failures never raise here.
+        there; prefer ``acompact`` for those). Its failures never raise here. An
+        ``HttpSummarizer`` runs its transfer without the GIL, and running out of time aborts
+        the transfer.
         """
         _check_summarize(summarize)
         job = self._begin(messages, tools, summarize)
         try:
             if job.needs_summary:
-                reply, failure = _call_in_thread(summarize, self._request(job), self._timeout)
+                request = self._request(job)
+                if isinstance(summarize, HttpSummarizer):
+                    reply, failure = _call_http(summarize, request, self._timeout)
+                else:
+                    reply, failure = _call_in_thread(summarize, request, self._timeout)
                 _answer(job, reply, failure)
             out = job.finish()
         finally:
@@ -121,13 +131,17 @@ class Compactor:
         """``compact`` for asyncio. ``summarize`` may be a coroutine function, a function
         that returns an awaitable, or a plain function (run in a daemon thread, so a slow one
         does not block the loop). The loop keeps running other tasks while the summary is
-        written. Cancelling the task cancels the summarizer's coroutine and propagates;
-        the Compactor stays usable."""
+        written. Cancelling the task cancels the summarizer's coroutine (or aborts an
+        ``HttpSummarizer``'s transfer) and propagates; the Compactor stays usable."""
         _check_summarize(summarize)
         job = self._begin(messages, tools, summarize)
         try:
             if job.needs_summary:
-                reply, failure = await _call_async(summarize, self._request(job), self._timeout)
+                request = self._request(job)
+                if isinstance(summarize, HttpSummarizer):
+                    reply, failure = await _call_http_async(summarize, request, self._timeout)
+                else:
+                    reply, failure = await _call_async(summarize, request, self._timeout)
                 _answer(job, reply, failure)
             out = job.finish()
         finally:
@@ -461,3 +475,97 @@ async def _call_async(fn, request, timeout):
         left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
         return await _await_with_timeout(value, timeout, left)
     return value, None
+
+
+# ---- the built-in HTTP summarizer ----------------------------------------------------------
+
+
+def _http_failure(exc):
+    """The fallback reason for a failed HttpSummarizer call, such as
+    "HttpSummarizer failed (CK_ESUMMARY): HTTP 500: overloaded (4 attempts)"."""
+    if isinstance(exc, Error) and exc.code:
+        text = str(exc)
+        if text.startswith("ctxkeel: "):
+            text = text[len("ctxkeel: "):]
+        return "HttpSummarizer failed (%s): %s" % (exc.code, text)
+    return "summarizer raised " + _describe(exc)
+
+
+def _start_transfer(summarizer, request, token, report):
+    """Runs ``summarizer._summarize(request, token)`` in a daemon thread and hands
+    (reply, None) or (None, reason) to ``report`` in that thread. The transfer itself runs
+    without the GIL, so the thread costs the caller nothing while it waits. Returns the
+    thread."""
+
+    def work():
+        try:
+            outcome = summarizer._summarize(request, token), None
+        except BaseException as exc:  # a thread has nowhere else to send it
+            outcome = None, _http_failure(exc)
+        report(outcome)
+
+    thread = threading.Thread(target=work, name="ctxkeel-http-summarize", daemon=True)
+    thread.start()
+    return thread
+
+
+def _call_http(summarizer, request, timeout):
+    """An HttpSummarizer in compact(): (reply, None) or (None, reason).
+
+    The transfer runs in a daemon thread rather than in this one, so that this thread stays
+    responsive: it waits at most ``timeout`` seconds and can take a KeyboardInterrupt. Either
+    way the token is tripped before returning, and the thread is given a moment to end, so
+    no transfer is left running behind the caller.
+    """
+    token = _ext.CancelToken()
+    outcome = []
+    done = threading.Event()
+
+    def report(result):
+        outcome.append(result)
+        done.set()
+
+    thread = _start_transfer(summarizer, request, token, report)
+    finished = False
+    try:
+        finished = done.wait(timeout)
+    finally:
+        if not finished:
+            token.cancel()
+            thread.join(_ABORT_GRACE)
+    if not finished:
+        return None, _timed_out(timeout)
+    return outcome[0]
+
+
+async def _call_http_async(summarizer, request, timeout):
+    """An HttpSummarizer in acompact(): the transfer runs in a daemon thread (without the
+    GIL, so the loop keeps serving other tasks) and settles a future on this loop. Running
+    out of time or the cancellation of the calling task trips the token, which aborts the
+    transfer. After a timeout the transfer is given a moment to end (awaited, so the loop
+    runs on); a cancellation propagates at once, and the thread ends by itself."""
+    loop = asyncio.get_running_loop()
+    token = _ext.CancelToken()
+    future = loop.create_future()
+
+    def settle(result):
+        if not future.done():
+            future.set_result(result)
+
+    def report(result):
+        try:
+            loop.call_soon_threadsafe(settle, result)
+        except RuntimeError:
+            pass  # the loop is closed: the compaction is long over
+
+    _start_transfer(summarizer, request, token, report)
+    try:
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+    except BaseException:
+        token.cancel()
+        raise
+    if not done:
+        token.cancel()
+        await asyncio.wait({future}, timeout=_ABORT_GRACE)
+        return None, _timed_out(timeout)
+    return future.result()

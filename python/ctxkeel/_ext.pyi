@@ -1,10 +1,22 @@
-# The C extension module. Its functions, STATUS_CODES, Error and InputError are typed in
-# ctxkeel/__init__.pyi, which re-exports them; Compactor and Compaction here are the building
-# blocks of ctxkeel.Compactor (ctxkeel/_compactor.py).
+# The C extension module. Its functions, STATUS_CODES, Error, InputError and HttpSummarizer are
+# typed in ctxkeel/__init__.pyi, which re-exports them; Compactor and Compaction here are the
+# building blocks of ctxkeel.Compactor (ctxkeel/_compactor.py), and CancelToken is what it
+# hands to HttpSummarizer._summarize().
 import os
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union, final
 
+from . import STATUS_CODES as STATUS_CODES
+from . import Error as Error
 from . import EvidenceHit, Estimator, Format, Message, Tier
+from . import HttpSummarizer as HttpSummarizer
+from . import InputError as InputError
+from . import __version__ as __version__
+from . import check_pairs as check_pairs
+from . import estimate_tokens as estimate_tokens
+from . import merge_anchors as merge_anchors
+from . import parse_anchors as parse_anchors
+from . import read_evidence_tool as read_evidence_tool
+from . import repair_pairs as repair_pairs
 
 TIERS: Tuple[Tier, Tier, Tier, Tier, Tier]
 CHECKPOINT_MARKER: str
@@ -68,3 +80,12 @@ class Compactor:
     def options(self) -> Dict[str, Any]: ...
 
 def _raise_status(code: int, /) -> None: ...
+
+@final
+class CancelToken:
+    """A flag that aborts the HttpSummarizer._summarize() call it was given."""
+
+    def __init__(self) -> None: ...
+    def cancel(self) -> None: ...
+    @property
+    def cancelled(self) -> bool: ...

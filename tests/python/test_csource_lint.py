@@ -55,6 +55,26 @@ def test_pairs_balance(opening, closing):
             os.path.basename(path), opened, opening, closed, closing)
 
 
+def test_only_the_http_transfer_releases_the_gil():
+    # STYLE rule 26: the one stretch without the GIL is ck_http_summarize() in http.c, and
+    # nothing else happens inside it (no Python API call, no other core call).
+    files = sources()
+    if not files:
+        pytest.skip("binding sources not found at %s" % EXT_DIR)
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = strip_comments(f.read())
+        released = re.findall(r"\bPy_BEGIN_ALLOW_THREADS\b(.*?)\bPy_END_ALLOW_THREADS\b", text,
+                              flags=re.S)
+        if os.path.basename(path) != "http.c":
+            assert released == [], os.path.basename(path)
+            continue
+        assert len(released) == 1
+        body = released[0]
+        assert re.findall(r"\b(ck_\w+)\s*\(", body) == ["ck_http_summarize"]
+        assert not re.search(r"\bPy[A-Z_]\w*", body), body
+
+
 def test_recursion_guard_is_used_where_messages_are_read():
     path = os.path.join(EXT_DIR, "convert.c")
     if not os.path.exists(path):

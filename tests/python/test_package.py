@@ -8,9 +8,9 @@ import pytest
 import ctxkeel
 from ctxkeel import _ext
 
-PUBLIC = ["STATUS_CODES", "CompactionResult", "Compactor", "Error", "InputError", "__version__",
-          "check_pairs", "estimate_tokens", "merge_anchors", "parse_anchors",
-          "read_evidence_tool", "repair_pairs"]
+PUBLIC = ["STATUS_CODES", "CompactionResult", "Compactor", "Error", "HttpSummarizer",
+          "InputError", "__version__", "check_pairs", "estimate_tokens", "merge_anchors",
+          "parse_anchors", "read_evidence_tool", "repair_pairs"]
 # Written in Python (ctxkeel/_compactor.py) on top of _ext.Compactor; the rest comes from _ext.
 PURE_PYTHON = {"CompactionResult", "Compactor"}
 

@@ -2,11 +2,12 @@
  * module.c - the ctxkeel._ext module object: method table, docstrings, state and
  * multi-phase initialisation.
  *
- * The functions themselves live in history_ops.c, anchors.c and compactor.c (which also
- * defines the Compactor and Compaction types); module.c wires them up, owns the module state
- * (exceptions, types, interned strings, the JSON functions) and installs the core's
- * allocator. Every function keeps the GIL for its whole run, because each one reads Python
- * objects while it works (see state.h).
+ * The functions themselves live in history_ops.c, anchors.c, compactor.c (which also
+ * defines the Compactor and Compaction types) and http.c (HttpSummarizer, CancelToken);
+ * module.c wires them up, owns the module state (exceptions, types, interned strings, the
+ * JSON functions) and installs the core's allocator. Every function keeps the GIL for its
+ * whole run, because each one reads Python objects while it works, except the HTTP transfer
+ * of an HttpSummarizer, which runs on copies without it (see state.h and http.c).
  */
 #include "state.h"
 
@@ -135,6 +136,8 @@ static PyMethodDef ck_methods[] = {
     X((st)->json_loads);                                                                           \
     X((st)->CompactorType);                                                                        \
     X((st)->CompactionType);                                                                       \
+    X((st)->HttpSummarizerType);                                                                   \
+    X((st)->CancelTokenType);                                                                      \
     X((st)->s_role);                                                                               \
     X((st)->s_content);                                                                            \
     X((st)->s_type);                                                                               \
@@ -254,10 +257,10 @@ static int ck_exec(PyObject *module) {
     PyObject *version = NULL;
 
     /* Core memory goes through the raw allocator: visible to tracemalloc, and safe to call
-     * without the GIL should a later function release it. The hook is process-wide and may
-     * only change while no core object exists. A second module object (a re-import, another
-     * subinterpreter) installs the very same four functions again, which changes nothing for
-     * the compactors that the first one made. */
+     * without the GIL, as the HTTP summarizer's transfer does (http.c). The hook is
+     * process-wide and may only change while no core object exists. A second module object
+     * (a re-import, another subinterpreter) installs the very same four functions again,
+     * which changes nothing for the compactors that the first one made. */
     ck_set_allocator(PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawRealloc, PyMem_RawFree);
 
     if (init_strings(st) < 0) goto error;
@@ -267,6 +270,7 @@ static int ck_exec(PyObject *module) {
     if (!st->json_loads) goto error;
     if (ck_py_errors_init(module, st) < 0) goto error;
     if (ck_py_compactor_init(module, st) < 0) goto error;
+    if (ck_py_http_init(module, st) < 0) goto error;
     version = PyUnicode_FromString(ck_version());
     if (!version || PyModule_AddObject(module, "__version__", version) < 0) goto error;
     return 0;

@@ -5,16 +5,18 @@
  * state), errors.c (the exception hierarchy and the status table generated from
  * CK_STATUS_LIST), convert.c (a list of message dicts read into a ck_history), apply.c (a
  * ck_view turned back into a list of message dicts), history_ops.c (estimate_tokens,
- * check_pairs, repair_pairs), anchors.c (parse_anchors, merge_anchors) and compactor.c (the
- * Compactor and Compaction types). The rules for the two conversions are written down once, in
- * docs/mapping.md.
+ * check_pairs, repair_pairs), anchors.c (parse_anchors, merge_anchors), compactor.c (the
+ * Compactor and Compaction types) and http.c (the HttpSummarizer and CancelToken types). The
+ * rules for the two conversions are written down once, in docs/mapping.md.
  *
- * The GIL rule for this module: every function keeps the GIL for its whole run. They all read
- * Python objects (dicts, lists, strs) while they work, and the core borrows the UTF-8 buffers
- * of those strs, so there is no stretch of pure C work that could run with the GIL released.
- * Core objects that outlive a call (a Compactor's ck_compactor, a Compaction's ck_compaction
- * and the history it borrows) are owned by a Python object that holds strong references to
- * everything they borrow; see compactor.c.
+ * The GIL rule for this module: every function keeps the GIL for its whole run, except the
+ * HTTP transfer in http.c. The others all read Python objects (dicts, lists, strs) while they
+ * work, and the core borrows the UTF-8 buffers of those strs, so there is no stretch of pure C
+ * work that could run with the GIL released. Core objects that outlive a call (a Compactor's
+ * ck_compactor, a Compaction's ck_compaction and the history it borrows) are owned by a Python
+ * object that holds strong references to everything they borrow; see compactor.c. The HTTP
+ * transfer is the one long wait: http.c copies its inputs into C buffers first and releases
+ * the GIL around ck_http_summarize() alone (see the comment there).
  */
 #ifndef CK_PY_STATE_H_
 #define CK_PY_STATE_H_
@@ -52,9 +54,11 @@ typedef struct ck_module_state {
     /* json.loads, for the JSON text the core hands back (search results, the tool schema). */
     PyObject *json_loads;
 
-    /* Types (compactor.c). */
+    /* Types (compactor.c, http.c). */
     PyObject *CompactorType;
     PyObject *CompactionType;
+    PyObject *HttpSummarizerType;
+    PyObject *CancelTokenType;
 
     /* Interned keys read from or written to message dicts. */
     PyObject *s_role;
@@ -231,5 +235,39 @@ typedef struct ck_py_compaction {
 int ck_py_compactor_init(PyObject *module, ck_module_state *st);
 
 PyObject *ck_py_read_evidence_tool(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* ---- http.c ------------------------------------------------------------------------------ */
+
+/* _ext.CancelToken: a flag that an HTTP transfer running without the GIL polls. cancel() sets
+ * it from any thread; the core reads it through a `const volatile int *` (its documented
+ * interface) and aborts at its next poll. A token is never reset: one per call. */
+typedef struct ck_py_cancel_token {
+    PyObject_HEAD
+    volatile int flag;
+} ck_py_cancel_token;
+
+/* _ext.HttpSummarizer: a ck_http_summarizer plus what its repr and attributes show. It keeps
+ * no secret: the core reads the API key from the environment at call time, headers are shown
+ * by name only and the URL without its user:password part. No busy flag: one
+ * ck_http_summarizer serves concurrent calls from several threads (see http.c). */
+typedef struct ck_py_http_summarizer {
+    PyObject_HEAD
+    ck_http_summarizer *hs;
+    ck_http_api api;
+    int max_retries;
+    PyObject *shown_url;    /* str: base_url with any user:password@ replaced by ***@ */
+    PyObject *model;        /* str */
+    PyObject *key_env;      /* str: the environment variable read for the key; None: no key */
+    PyObject *timeout;      /* float */
+    PyObject *backoff;      /* float */
+    PyObject *header_names; /* tuple of str */
+    /* The usage of the latest successful reply; written only while holding the GIL. */
+    int has_usage;
+    unsigned long long usage_prompt, usage_completion;
+} ck_py_http_summarizer;
+
+/* Creates the HttpSummarizer and CancelToken types in `st` and adds them to `module`.
+ * Returns 0, or -1 with an exception set. */
+int ck_py_http_init(PyObject *module, ck_module_state *st);
 
 #endif /* CK_PY_STATE_H_ */
