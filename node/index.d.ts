@@ -4,7 +4,7 @@
 export type Format = 'auto' | 'openai' | 'anthropic';
 
 /** Token estimators: the calibrated default, or UTF-8 bytes / 4 rounded up. */
-export type Estimator = 'default' | 'chars4';
+export type Estimator = 'default' | 'chars4' | 'cl100k';
 
 /** An OpenAI tool call as it appears in an assistant message's `tool_calls`. */
 export interface ToolCall {

@@ -48,7 +48,7 @@ Object.defineProperty(InputError.prototype, 'name', {
 addon._setErrorClasses(CtxkeelError, InputError);
 
 const FORMATS = ['auto', 'openai', 'anthropic'];
-const ESTIMATORS = ['default', 'chars4'];
+const ESTIMATORS = ['default', 'chars4', 'cl100k'];
 
 function describe(value) {
   if (value === null) return 'null';

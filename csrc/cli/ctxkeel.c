@@ -9,7 +9,7 @@
 static const char USAGE[] =
     "usage: ctxkeel check FILE [--format auto|openai|anthropic]\n"
     "       ctxkeel repair FILE [--format F] [-o OUT] [--pretty]\n"
-    "       ctxkeel tokens FILE [--estimator default|chars4]\n"
+    "       ctxkeel tokens FILE [--estimator default|chars4|cl100k]\n"
     "       ctxkeel compact FILE --window N [-o OUT] [--pretty] [COMPACTOR OPTIONS]\n"
     "       ctxkeel replay FILE --window N [--svg OUT] [COMPACTOR OPTIONS]\n"
     "compactor options: --store DIR (default .ctxkeel), --session ID,\n"
@@ -94,6 +94,7 @@ static int parse_args(int argc, char **argv, options *o) {
             i++;
             if (strcmp(next, "default") == 0) o->estimator = CK_EST_DEFAULT;
             else if (strcmp(next, "chars4") == 0) o->estimator = CK_EST_CHARS4;
+            else if (strcmp(next, "cl100k") == 0) o->estimator = CK_EST_CL100K;
             else return -1;
         } else if (strcmp(a, "-o") == 0 && next) {
             o->out = argv[++i];
@@ -209,7 +210,7 @@ static int cmd_tokens(const options *o, ck_history *h) {
     uint64_t total = ck_estimate_history(h, o->estimator);
     uint64_t chars4 = ck_estimate_history(h, CK_EST_CHARS4);
     printf("%s: %zu messages, %llu tokens (%s), chars4 %llu\n", o->file, ck_history_count(h),
-           (unsigned long long)total, o->estimator == CK_EST_CHARS4 ? "chars4" : "default",
+           (unsigned long long)total, ck_estimator_name(o->estimator),
            (unsigned long long)chars4);
     return 0;
 }

@@ -225,8 +225,9 @@ typedef struct ck_anchors ck_anchors;
 
 /* Token estimators. */
 typedef enum ck_estimator {
-    CK_EST_DEFAULT = 0, /* the calibrated estimator */
+    CK_EST_DEFAULT = 0, /* the calibrated estimator, fitted to o200k_base (GPT-4o and later) */
     CK_EST_CHARS4 = 1,  /* UTF-8 bytes / 4, rounded up, for compatibility */
+    CK_EST_CL100K = 2,  /* the calibrated estimator fitted to cl100k_base (GPT-4, GPT-3.5) */
 } ck_estimator;
 
 
@@ -352,7 +353,8 @@ CK_API int ck_history_add_message(ck_history *self, ck_role role, uint32_t flags
  * and unchanged until the history is cleared or freed, and so must the views made from it.
  * Unless the history was made with CK_HISTORY_TRUSTED_UTF8, every string is checked.
  * Returns CK_OK, CK_ENOMEM, CK_ESTATE (no message yet), CK_EINVAL (unknown kind, or NULL
- * string with a non-zero length), CK_EUTF8 (err->where names "text", "id" or "name").
+ * string with a non-zero length), CK_ETOOBIG (a string over CK_MAX_STRING), CK_EUTF8
+ * (err->where names "text", "id" or "name").
  */
 CK_API int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err);
 
@@ -441,9 +443,17 @@ CK_API uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_esti
 CK_API uint64_t ck_estimate_history(const ck_history *history, ck_estimator est);
 CK_API uint64_t ck_estimate_tools(const char *json, size_t len, ck_estimator est);
 
+/* The largest string (text, id or name) one part may hold: 256 MiB. A larger one is refused
+ * with CK_ETOOBIG rather than truncated. */
+#define CK_MAX_STRING ((size_t)256 << 20)
+
+/* "default", "chars4" or "cl100k"; NULL for a bad value. Static string; never free. */
+CK_API const char *ck_estimator_name(ck_estimator est);
+
 /* Tokens charged for one image part, in every estimator. */
 #define CK_IMAGE_TOKENS 765
-/* Tokens the default estimator adds per message, and once per request. */
+/* Tokens the calibrated estimators (default and cl100k) add per message, and once per
+ * request, as the providers' chat formats count them; chars4 adds none. */
 #define CK_MESSAGE_OVERHEAD 4
 #define CK_REQUEST_OVERHEAD 3
 

@@ -107,6 +107,8 @@ static size_t span_bytes(const ck_compaction *c, size_t first, size_t end, size_
     return total;
 }
 
+static int build_prompt(ck_compaction *c, const char *tag, size_t avail);
+
 int ck__build_request(ck_compaction *c) {
     const ck_compactor_options *o = &c->owner->opt;
     /* The request must fit the model's window with room for the reply. */
@@ -119,6 +121,20 @@ int ck__build_request(ck_compaction *c) {
              (unsigned long long)ck__fingerprint(c->h, c->cut) ^ (unsigned long long)c->base);
     size_t fixed = sizeof INSTRUCTIONS + c->previous_len + 256;
     size_t avail = budget > fixed ? budget - fixed : 0;
+    /* Bytes per token vary with the text (short code lines and fences cost more), so the
+     * prompt is measured with the session's estimator and built again smaller until it fits. */
+    for (int attempt = 0;; attempt++) {
+        int rc = build_prompt(c, tag, avail);
+        if (rc) return rc;
+        uint64_t tokens = ck_estimate_text(c->prompt.data, c->prompt.len, o->estimator);
+        if (tokens <= room || attempt == 6 || avail == 0) return CK_OK;
+        avail = (size_t)((double)avail * (double)room / (double)tokens * 0.9);
+    }
+}
+
+/* Renders the prompt with the span's messages within `avail` bytes. */
+static int build_prompt(ck_compaction *c, const char *tag, size_t avail) {
+    const ck_compactor_options *o = &c->owner->opt;
     size_t first = c->base, cap = (size_t)-1;
     if (span_bytes(c, first, c->cut, cap) > avail) {
         /* Binary search for the largest per-part cap that fits; then, if even small parts do
@@ -708,8 +724,7 @@ int ck__build_record(ck_compaction *c) {
                                       : cJSON_CreateNull()) &&
          add(r, "fallback", c->fallback ? string_json(c->fallback, strlen(c->fallback))
                                         : cJSON_CreateNull()) &&
-         add(r, "estimator", cJSON_CreateStringReference(
-                                 self->opt.estimator == CK_EST_CHARS4 ? "chars4" : "default")) &&
+         add(r, "estimator", cJSON_CreateStringReference(ck_estimator_name(self->opt.estimator))) &&
          add(r, "state", state_json(st));
     char *line = ok ? cJSON_PrintUnformatted(r) : NULL;
     cJSON_Delete(r);

@@ -271,7 +271,7 @@ static int check_options(const ck_compactor_options *in, ck_compactor_options *o
         uint64_t s = o->context_window / 20;
         o->summary_max_tokens = s < 256 ? 256 : (s > 8192 ? 8192 : s);
     }
-    if ((unsigned)o->estimator > CK_EST_CHARS4)
+    if (!ck_estimator_name(o->estimator))
         return ck__fail(err, CK_EINVAL, "unknown estimator", CK_NONE, "estimator");
     if ((unsigned)o->format > CK_FORMAT_ANTHROPIC)
         return ck__fail(err, CK_EINVAL, "unknown format", CK_NONE, "format");
@@ -500,7 +500,8 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
     for (size_t k = 0; k < n && !any; k++) any = c->subst[first + k] != NULL;
     ck_estimator est = c->owner->opt.estimator;
     if (!any) return ck_estimate_message(h, i, est);
-    uint64_t tokens = est == CK_EST_DEFAULT ? CK_MESSAGE_OVERHEAD : 0;
+    uint64_t overhead = est != CK_EST_CHARS4 ? CK_MESSAGE_OVERHEAD : 0;
+    uint64_t tokens = overhead;
     for (size_t k = 0; k < n; k++) {
         ck_part p = parts[k];
         if (c->subst[first + k]) {
@@ -508,7 +509,7 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
             p.text_len = c->subst_len[first + k];
         }
         tokens += ck__estimate_parts(&p, sizeof p, 1, est) -
-                  (est == CK_EST_DEFAULT ? CK_MESSAGE_OVERHEAD : 0);
+                  overhead;
     }
     return tokens;
 }
@@ -628,6 +629,17 @@ static int substitute(ck_compaction *c, size_t i, size_t g, const ck__offload *o
     return c->subst[g] ? CK_OK : CK_ENOMEM;
 }
 
+/* True when `placeholder` in place of part p's text costs fewer tokens. */
+static int smaller(const ck_compactor *self, const ck_part *p, const char *placeholder,
+                   size_t len) {
+    ck_part with = *p;
+    with.text = placeholder;
+    with.text_len = len;
+    ck_estimator est = self->opt.estimator;
+    return ck__estimate_parts(&with, sizeof with, 1, est) <
+           ck__estimate_parts(p, sizeof *p, 1, est);
+}
+
 /* True when the store already holds exactly `text` under `ref`. */
 static int stored_equals(const ck_compactor *self, const char *ref, size_t ref_len,
                          const char *text, size_t len) {
@@ -730,6 +742,7 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
             uint64_t hash = ck__hash_text(p->text, p->text_len);
             const ck__offload *rec = known_offload(c, p, hash);
             if (!rec && (!write || p->text_len <= self->opt.offload_threshold)) continue;
+            int created = !rec;
             if (!rec) {
                 size_t tool_len;
                 const char *tool = tool_name_of(h, p->id, p->id_len, i, &tool_len);
@@ -753,6 +766,14 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
             }
             int rc = substitute(c, i, g, rec, 10, 1024);
             if (rc) return rc;
+            if (!smaller(self, p, c->subst[g], c->subst_len[g])) {
+                /* Some long outputs are cheap (a run of blanks): a placeholder would cost more
+                 * than it saves, so the output stays and is not listed as offloaded. */
+                ck__free(c->subst[g]);
+                c->subst[g] = NULL;
+                if (created) ck__offload_dispose(&c->new_offloads[--c->n_new_offloads]);
+                continue;
+            }
             c->tok[i] = message_tokens(c, i);
         }
     }
@@ -838,7 +859,7 @@ static uint64_t state_checkpoint_tokens(const ck_compaction *c) {
  * is already that view. */
 /* What a request costs once, whatever its messages (as ck_estimate_history() counts it). */
 static uint64_t request_overhead(const ck_compaction *c) {
-    return c->owner->opt.estimator == CK_EST_DEFAULT && c->h->n_msgs ? CK_REQUEST_OVERHEAD : 0;
+    return c->owner->opt.estimator != CK_EST_CHARS4 && c->h->n_msgs ? CK_REQUEST_OVERHEAD : 0;
 }
 
 static uint64_t base_view_tokens(const ck_compaction *c) {

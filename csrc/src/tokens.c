@@ -1,14 +1,571 @@
-/* Token estimation. The chars4 mode is UTF-8 bytes / 4; the default mode adds what providers
- * charge per message and per request. A later, calibrated model replaces the text cost of the
- * default mode; the accounting of what counts (content, ids, names, arguments) stays here. */
+/* Token estimation.
+ *
+ * chars4 is UTF-8 bytes / 4, kept exactly for compatibility. The calibrated estimators model
+ * how tiktoken-family tokenizers count, in one pass over the text:
+ *
+ *   1. Cut the text into pieces with the tokenizer's own pre-tokenizer rules (written out
+ *      below for o200k_base and cl100k_base). BPE never merges across pieces, so the count of
+ *      a text is the sum of the counts of its pieces.
+ *   2. Look each piece up in a hash table of frequent pieces with their exact counts.
+ *   3. Otherwise charge one token plus, for each pair of adjacent characters, the measured
+ *      chance that BPE cuts between them, plus the expected extra tokens inside characters
+ *      that are not a token by themselves.
+ *
+ * All the numbers (Unicode classes, tables, chances) are generated offline into token_table.h
+ * by tools/gen_token_table.js. Costs are summed in 1/256ths of a token and rounded once per
+ * string. Everything here reads only static const data, so every function is thread-safe
+ * and none allocates. What counts toward a message (content, ids, names, arguments, images,
+ * the per-message and per-request overheads) is decided here too. */
+#include <string.h>
+
 #include "./internal.h"
+#include "./token_table.h"
+
+/* Regex classes of the class byte (bits 0-2). NL is \r or \n; WS is any other \s. */
+enum { RC_P = 0, RC_LU = 1, RC_LL = 2, RC_LO = 3, RC_M = 4, RC_N = 5, RC_WS = 6, RC_NL = 7 };
+
+#define FAIL ((size_t)-1)
+#define ONE_TOKEN 256u
+
+/* The pre-tokenizers and the table lookup are inlined into the loop over a text, where the
+ * compiler would otherwise leave them as calls. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOT_INLINE static inline __attribute__((always_inline))
+#else
+#define HOT_INLINE static inline
+#endif
+
+typedef struct profile {
+    int o200k;      /* pre-tokenizer rules: o200k_base (1) or cl100k_base (0) */
+    uint8_t single; /* class-byte bit saying "one token by itself" in this profile */
+    uint32_t mask;
+    const uint32_t *meta;
+    const uint64_t *keys;
+    const uint8_t *blob;
+    const uint8_t *pair;
+    const uint16_t *inner;
+    const uint8_t *pair1; /* bit (a * 128 + b): the ASCII piece "ab" is one token */
+    uint32_t joined_mask;
+    const uint64_t *joined;    /* set of CJK pairs found inside vocabulary tokens */
+    const uint8_t *join_cost; /* chance of a cut in such a pair, by CJK script pair */
+} profile;
+
+static const profile O200K = {1,
+                              CK_TT_SINGLE_O200K,
+                              CK_TT_O200K_MASK,
+                              ck_tt_o200k_meta,
+                              ck_tt_o200k_keys,
+                              ck_tt_o200k_blob,
+                              ck_tt_o200k_pair,
+                              ck_tt_o200k_inner,
+                              ck_tt_o200k_pair1,
+                              CK_TT_O200K_JOINED_MASK,
+                              ck_tt_o200k_joined,
+                              ck_tt_o200k_join_cost};
+static const profile CL100K = {0,
+                               CK_TT_SINGLE_CL100K,
+                               CK_TT_CL100K_MASK,
+                               ck_tt_cl100k_meta,
+                               ck_tt_cl100k_keys,
+                               ck_tt_cl100k_blob,
+                               ck_tt_cl100k_pair,
+                               ck_tt_cl100k_inner,
+                               ck_tt_cl100k_pair1,
+                               CK_TT_CL100K_JOINED_MASK,
+                               ck_tt_cl100k_joined,
+                               ck_tt_cl100k_join_cost};
 
 static uint64_t div4(uint64_t bytes) { return (bytes + 3) / 4; }
 
+/* ---- Characters ------------------------------------------------------------------------- */
+
+/* The class of a byte that does not start a valid UTF-8 sequence: a one-byte character of
+ * class P that is one token alone (byte-level BPE has a token for every byte). */
+#define INVALID (RC_P | CK_TT_SINGLE_O200K | CK_TT_SINGLE_CL100K)
+
+/* The class byte of the character at s[i], its length in *len and its code point in *cp.
+ * Invalid bytes are INVALID, so any input is measurable. */
+static inline uint8_t decode_at(const uint8_t *s, size_t n, size_t i, size_t *len,
+                                uint32_t *cp) {
+    uint32_t c = s[i];
+    *cp = c;
+    if (c < 0x80) {
+        *len = 1;
+        return ck_tt_stage2[c]; /* stage1[0] is block 0 */
+    }
+    size_t k;
+    uint32_t v;
+    if (c >= 0xC2 && c <= 0xDF) k = 2, v = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) k = 3, v = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) k = 4, v = c & 0x07;
+    else k = 0, v = 0;
+    *len = 1;
+    if (k == 0 || k > n - i) return INVALID;
+    for (size_t j = 1; j < k; j++) {
+        uint8_t b = s[i + j];
+        if ((b & 0xC0) != 0x80) return INVALID;
+        v = v << 6 | (b & 0x3F);
+    }
+    if ((k == 3 && v < 0x800) || (k == 4 && (v < 0x10000 || v > 0x10FFFF))) return INVALID;
+    *len = k;
+    *cp = v;
+    return ck_tt_stage2[(size_t)ck_tt_stage1[v >> 8] << 8 | (v & 0xFF)];
+}
+
+static inline uint8_t class_at(const uint8_t *s, size_t n, size_t i, size_t *len) {
+    uint32_t cp;
+    return decode_at(s, n, i, len, &cp);
+}
+
+/* The bytes at p as a little-endian 64-bit word, `k` (1-8) of them, the rest zero; `room` is
+ * how many bytes may be read at p. */
+static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
+    uint64_t w = 0;
+    if (room >= 8) {
+        memcpy(&w, p, 8);
+    } else {
+        memcpy(&w, p, k);
+    }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w & (~UINT64_C(0) >> (64 - 8 * (k < 8 ? k : 8)));
+}
+
+/* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
+static inline uint64_t load8(const uint8_t *p, size_t room) {
+    uint64_t w = 0;
+    if (room >= 8) memcpy(&w, p, 8); /* one load; only a text's last bytes take the slow copy */
+    else memcpy(&w, p, room);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+#define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
+
+/* The high bit of every byte of w that is ASCII and within [lo, hi] (lo > 0). Adding to the
+ * low seven bits of each byte cannot carry into the next byte. */
+static inline uint64_t bytes_in(uint64_t w, unsigned lo, unsigned hi) {
+    uint64_t low7 = w & BYTES(0x7F);
+    return (low7 + BYTES(0x80 - lo)) & ~(low7 + BYTES(0x7F - hi)) & ~w & BYTES(0x80);
+}
+
+/* Index of the first byte whose high bit is set in m (m has only byte high bits, not 0). */
+static inline unsigned first_byte(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctzll(m) / 8;
+#else
+    unsigned k = 0;
+    while (!(m & 0x80)) m >>= 8, k++;
+    return k;
+#endif
+}
+
+/* Past the run of ASCII letters at e: capitals (`lower` 0), small letters (`lower` 1), or
+ * both (`lower` 2), eight bytes at a time, so that a word costs no branch per letter. */
+static inline size_t alpha_run(const uint8_t *s, size_t n, size_t e, int lower) {
+    for (; e < n; e += 8) {
+        uint64_t w = load8(s + e, n - e);
+        uint64_t in = lower == 0 ? bytes_in(w, 'A', 'Z')
+                      : lower == 1 ? bytes_in(w, 'a', 'z')
+                                   : bytes_in(w, 'A', 'Z') | bytes_in(w, 'a', 'z');
+        uint64_t out = ~in & BYTES(0x80); /* the zeros past the end are never letters */
+        if (out) return e + first_byte(out);
+    }
+    return n;
+}
+
+static inline unsigned rc_at(const uint8_t *s, size_t n, size_t i, size_t *len) {
+    return class_at(s, n, i, len) & 7u;
+}
+
+/* The sets the regexes name. o200k's "upper" letters are [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
+ * its "lower" letters [\p{Ll}\p{Lm}\p{Lo}\p{M}]: Lm, Lo and marks belong to both. */
+#define IS_UPPER(rc) ((rc) == RC_LU || (rc) == RC_LO || (rc) == RC_M)
+#define IS_LOWER(rc) ((rc) == RC_LL || (rc) == RC_LO || (rc) == RC_M)
+#define IS_LETTER(rc) ((rc) >= RC_LU && (rc) <= RC_LO)                  /* \p{L} */
+#define IS_LEAD(rc) ((rc) == RC_P || (rc) == RC_M || (rc) == RC_WS)    /* [^\r\n\p{L}\p{N}] */
+#define IS_PUNCT(rc) ((rc) == RC_P || (rc) == RC_M)                    /* [^\s\p{L}\p{N}] */
+#define IS_SPACE(rc) ((rc) == RC_WS || (rc) == RC_NL)                  /* \s */
+#define IS_ASCII_ALPHA(c) ((unsigned)(((c) | 0x20u) - 'a') < 26)
+/* An ASCII character that may precede a word in its piece: not a letter, digit, \r or \n. */
+#define IS_ASCII_LEAD(c) ((c) < 0x80 && IS_LEAD(ck_tt_stage2[c] & 7u))
+
+/* ---- The pre-tokenizers ------------------------------------------------------------------ */
+
+/* Past the optional contraction suffix '(?:[sS]|[dD]|[mM]|[tT]|[lL][lL]|[vV][eE]|[rR][eE]). */
+static inline size_t contraction(const uint8_t *s, size_t n, size_t e) {
+    if (e + 1 >= n || s[e] != '\'') return e;
+    unsigned a = s[e + 1] | 0x20u, b = e + 2 < n ? s[e + 2] | 0x20u : 0;
+    if (a == 's' || a == 'd' || a == 'm' || a == 't') return e + 2;
+    if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return e + 3;
+    return e;
+}
+
+/* Past a run of characters whose regex class is in `set` (a bit mask of classes). ASCII, the
+ * bulk of most text, is classified straight from the first block of the class table. */
+static inline size_t run_of(const uint8_t *s, size_t n, size_t i, unsigned set) {
+    for (;;) {
+        while (i < n && s[i] < 0x80) {
+            if (!(set >> (ck_tt_stage2[s[i]] & 7u) & 1u)) return i;
+            i++;
+        }
+        size_t len;
+        if (i >= n || !(set >> rc_at(s, n, i, &len) & 1u)) return i;
+        i += len;
+    }
+}
+
+#define SET(rc) (1u << (rc))
+#define UPPER_SET (SET(RC_LU) | SET(RC_LO) | SET(RC_M))
+#define LOWER_SET (SET(RC_LL) | SET(RC_LO) | SET(RC_M))
+#define LETTER_SET (SET(RC_LU) | SET(RC_LL) | SET(RC_LO))
+#define PUNCT_SET (SET(RC_P) | SET(RC_M))
+
+/* o200k's [UPPER]*[LOWER]+ at j, as a backtracking regex matches it: the upper run as long as
+ * possible, then lower letters; failing that, the run gives back characters until it ends
+ * just before one that is in both sets (Lm, Lo or a mark), which then matches alone. */
+static size_t o200k_upper_lower(const uint8_t *s, size_t n, size_t j) {
+    size_t k = j, len, both_end = FAIL;
+    unsigned rc = 0;
+    while (k < n && IS_UPPER(rc = rc_at(s, n, k, &len))) {
+        if (rc != RC_LU) both_end = k + len;
+        k += len;
+    }
+    if (k < n && rc == RC_LL) return run_of(s, n, k, LOWER_SET);
+    return both_end;
+}
+
+/* o200k's [UPPER]+[LOWER]* at j. */
+static size_t o200k_upper_plus(const uint8_t *s, size_t n, size_t j) {
+    size_t k = run_of(s, n, j, UPPER_SET);
+    return k == j ? FAIL : run_of(s, n, k, LOWER_SET);
+}
+
+/* Past a whitespace run at i, with where the last newline in it ends (FAIL if none) and where
+ * its last character starts. */
+static size_t space_run(const uint8_t *s, size_t n, size_t i, size_t *nl_end, size_t *last) {
+    size_t len;
+    unsigned rc;
+    *nl_end = FAIL;
+    *last = i;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            rc = ck_tt_stage2[s[i]] & 7u;
+            len = 1;
+        } else {
+            rc = rc_at(s, n, i, &len);
+        }
+        if (!IS_SPACE(rc)) break;
+        *last = i;
+        i += len;
+        if (rc == RC_NL) *nl_end = i;
+    }
+    return i;
+}
+
+/* ` ?[^\s\p{L}\p{N}]+[\r\n/]*` (o200k) or ` ?[^\s\p{L}\p{N}]+[\r\n]*` (cl100k) at i. */
+static size_t punct_piece(const uint8_t *s, size_t n, size_t i, int slash) {
+    size_t j = i, len;
+    if (s[i] == ' ' && i + 1 < n && IS_PUNCT(rc_at(s, n, i + 1, &len))) j = i + 1;
+    size_t e = run_of(s, n, j, PUNCT_SET);
+    if (e == j) return FAIL;
+    while (e < n && (s[e] == '\r' || s[e] == '\n' || (slash && s[e] == '/'))) e++;
+    return e;
+}
+
+/* \s*[\r\n]+ | \s+(?!\S) | \s+ at i (o200k): through the last newline of the run if it has
+ * one, else the run, less its last character when a non-space follows (that one goes with the
+ * next word). */
+static size_t space_piece_o200k(const uint8_t *s, size_t n, size_t i) {
+    size_t nl_end, last, e = space_run(s, n, i, &nl_end, &last);
+    if (nl_end != FAIL) return nl_end;
+    return e == n || last == i ? e : last;
+}
+
+/* \s+$ | \s*[\r\n] | \s+(?!\S) | \s at i (cl100k): the same, except that a run reaching
+ * the end of the text is one piece. */
+static size_t space_piece_cl100k(const uint8_t *s, size_t n, size_t i) {
+    size_t nl_end, last, e = space_run(s, n, i, &nl_end, &last);
+    if (e == n) return e;
+    if (nl_end != FAIL) return nl_end;
+    return last == i ? e : last;
+}
+
+/* The end of the o200k_base piece that starts at i (< n). The alternatives, in order:
+ *   [^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(contraction)?
+ *   [^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(contraction)?
+ *   \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+            */
+HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
+    size_t len0, e;
+    unsigned c = s[i], next = i + 1 < n ? s[i + 1] : ' '; /* a space ends nothing */
+    /* Fast paths for a piece that starts with two ASCII characters, the bulk of most text.
+     * Each returns only when no other byte could change the match; otherwise the general
+     * rules below take over from the start of the piece and decide it exactly. */
+    if ((c | next) < 0x80) {
+        unsigned rc = ck_tt_stage2[c] & 7u;
+        if (IS_ASCII_ALPHA(c) || (IS_LEAD(rc) && IS_ASCII_ALPHA(next))) {
+            /* A word, bare or after one space or mark. In ASCII the letter rules reduce to
+             * "capitals, then small letters". */
+            e = i + !IS_ASCII_ALPHA(c);
+            uint64_t w = load8(s + e, n - e), not_lower;
+            if ((unsigned)(s[e] - 'a') < 26) { /* most words: small letters only */
+                not_lower = ~bytes_in(w, 'a', 'z') & BYTES(0x80);
+            } else {
+                uint64_t not_upper = ~bytes_in(w, 'A', 'Z') & BYTES(0x80);
+                not_lower = not_upper ? ~bytes_in(w, 'a', 'z') & BYTES(0x80) &
+                                            (~UINT64_C(0) << 8 * first_byte(not_upper))
+                                      : 0;
+            }
+            if (not_lower) e += first_byte(not_lower); /* the word ends within 8 bytes */
+            else e = alpha_run(s, n, alpha_run(s, n, e, 0), 1);
+            if (e == n || s[e] < 0x80) return contraction(s, n, e);
+        } else if (rc == RC_N) {
+            for (e = i + 1; e < n && e < i + 3 && (unsigned)(s[e] - '0') < 10;) e++;
+            if (e == i + 3 || e == n || s[e] < 0x80) return e;
+        } else if (rc == RC_P || (c == ' ' && (ck_tt_stage2[next] & 7u) == RC_P)) {
+            /* No word can start here: the next character is ASCII and not a letter. */
+            for (e = i + 1; e < n && s[e] < 0x80 && (ck_tt_stage2[s[e]] & 7u) == RC_P;) e++;
+            if (e < n && s[e] >= 0x80) return punct_piece(s, n, i, 1); /* a mark may follow */
+            while (e < n && (s[e] == '\r' || s[e] == '\n' || s[e] == '/')) e++;
+            return e;
+        } else {
+            return space_piece_o200k(s, n, i);
+        }
+    }
+    unsigned rc = rc_at(s, n, i, &len0);
+    if (IS_LEAD(rc) || IS_UPPER(rc) || IS_LOWER(rc)) {
+        int lead = IS_LEAD(rc) && i + len0 < n;
+        if ((lead && (e = o200k_upper_lower(s, n, i + len0)) != FAIL) ||
+            (e = o200k_upper_lower(s, n, i)) != FAIL ||
+            (lead && (e = o200k_upper_plus(s, n, i + len0)) != FAIL) ||
+            (e = o200k_upper_plus(s, n, i)) != FAIL)
+            return contraction(s, n, e);
+    }
+    if (rc == RC_N) {
+        e = i + len0;
+        for (int k = 1; k < 3 && e < n && rc_at(s, n, e, &len0) == RC_N; k++) e += len0;
+        return e;
+    }
+    if ((e = punct_piece(s, n, i, 1)) != FAIL) return e;
+    return space_piece_o200k(s, n, i);
+}
+
+/* The end of the cl100k_base piece that starts at i (< n):
+ *   (contraction) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n]*
+ *   | \s+$ | \s*[\r\n] | \s+(?!\S) | \s                                                   */
+HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i) {
+    size_t len0, e;
+    unsigned c = s[i], next = i + 1 < n ? s[i + 1] : ' '; /* a space ends nothing */
+    if (c == '\'' && (e = contraction(s, n, i)) != i) return e;
+    if ((c | next) < 0x80) { /* the fast paths of o200k_piece(), without the case rule */
+        unsigned rc = ck_tt_stage2[c] & 7u;
+        if (IS_ASCII_ALPHA(c) || (IS_LEAD(rc) && IS_ASCII_ALPHA(next))) {
+            e = alpha_run(s, n, i + !IS_ASCII_ALPHA(c), 2);
+            if (e == n || s[e] < 0x80) return e;
+        } else if (rc == RC_N) {
+            for (e = i + 1; e < n && e < i + 3 && (unsigned)(s[e] - '0') < 10;) e++;
+            if (e == i + 3 || e == n || s[e] < 0x80) return e;
+        } else if (rc == RC_P || (c == ' ' && (ck_tt_stage2[next] & 7u) == RC_P)) {
+            for (e = i + 1; e < n && s[e] < 0x80 && (ck_tt_stage2[s[e]] & 7u) == RC_P;) e++;
+            if (e < n && s[e] >= 0x80) return punct_piece(s, n, i, 0);
+            while (e < n && (s[e] == '\r' || s[e] == '\n')) e++;
+            return e;
+        } else {
+            return space_piece_cl100k(s, n, i);
+        }
+    }
+    unsigned rc = rc_at(s, n, i, &len0);
+    if (IS_LEAD(rc) && i + len0 < n && (e = run_of(s, n, i + len0, LETTER_SET)) != i + len0)
+        return e;
+    if (IS_LETTER(rc)) return run_of(s, n, i, LETTER_SET);
+    if (rc == RC_N) {
+        e = i + len0;
+        for (int k = 1; k < 3 && e < n && rc_at(s, n, e, &len0) == RC_N; k++) e += len0;
+        return e;
+    }
+    if ((e = punct_piece(s, n, i, 0)) != FAIL) return e;
+    return space_piece_cl100k(s, n, i);
+}
+
+/* ---- Cost of a piece -------------------------------------------------------------------- */
+
+/* The table slot of a piece (gen_token_table.js hashes the same way): its bytes as 64-bit
+ * words, each xored in and multiplied; the slot is the top half, which every bit reaches.
+ * `room` (>= len) bytes may be read at p; *first gets the first word. */
+static inline uint32_t piece_hash(const uint8_t *p, size_t len, size_t room, uint64_t *first) {
+    const uint64_t mix = UINT64_C(0xbf58476d1ce4e5b9);
+    uint64_t w = word_at(p, len, room);
+    uint64_t h = ((uint64_t)len * UINT64_C(0x9e3779b97f4a7c15) ^ w) * mix;
+    *first = w;
+    for (size_t k = 8; k < len; k += 8) h = (h ^ word_at(p + k, len - k, room - k)) * mix;
+    return (uint32_t)(h >> 32);
+}
+
+/* The exact count of the piece p[0..len) if the table has it, in 1/256 tokens, else 0,
+ * probing from slot `at`; `first` is its first word. A slot holds the piece's length and first
+ * word, so most lookups read one slot and compare one word. */
+HOT_INLINE uint64_t table_cost(const profile *pf, const uint8_t *p, size_t len, size_t room,
+                               uint32_t at, uint64_t first) {
+    for (;; at = (at + 1) & pf->mask) {
+        uint32_t meta = pf->meta[at];
+        if (!meta) return 0;
+        if ((meta >> 20 & 63u) != len || pf->keys[at] != first) continue;
+        /* Longer pieces compare the rest in the blob, which ends with 8 spare bytes. */
+        const uint8_t *b = pf->blob + (meta & 0xFFFFFu);
+        size_t k = 8;
+        while (k < len && word_at(b + k, len - k, 8) == word_at(p + k, len - k, room - k)) k += 8;
+        if (k >= len) return (uint64_t)(meta >> 26) * ONE_TOKEN;
+    }
+}
+
+/* The unit of a non-ASCII character for the pair table: its group (letter script, mark,
+ * number, space, other) and whether it is one token alone. */
+static inline unsigned unit_of(uint8_t cls, uint8_t single) {
+    unsigned rc = cls & 7u, group;
+    if (IS_LETTER(rc)) group = cls >> 3 & 7u;
+    else if (rc == RC_M) group = 7;
+    else if (rc == RC_N) group = 8;
+    else if (IS_SPACE(rc)) group = 9;
+    else group = 10;
+    return 128 + 2 * group + ((cls & single) ? 1u : 0u);
+}
+
+/* The CJK script of a letter (1 Han, 2 hiragana, 3 katakana, 4 Hangul), else 0. */
+static inline unsigned cjk_of(uint8_t cls) {
+    unsigned script = cls >> 3 & 7u;
+    return IS_LETTER(cls & 7u) && script >= 1 && script <= 4 ? script : 0;
+}
+
+/* Whether the CJK characters a, b sit side by side in some token of the vocabulary. */
+static int joined(const profile *pf, uint32_t a, uint32_t b) {
+    uint64_t key = (uint64_t)a << 21 | b;
+    uint32_t at = (uint32_t)(key * UINT64_C(0x9e3779b97f4a7c15) >> 32) & pf->joined_mask;
+    for (;; at = (at + 1) & pf->joined_mask) {
+        uint64_t k = pf->joined[at];
+        if (k == key) return 1;
+        if (!k) return 0;
+    }
+}
+
+/* Cost of a piece that the table does not have, in 1/256 tokens: one token, plus the chance
+ * of a cut between each two adjacent characters, plus the extra tokens expected inside
+ * characters that are not a token alone. Two CJK characters that sit side by side in some
+ * vocabulary token are rarely cut apart; any other two almost always are. */
+static uint64_t model_cost(const profile *pf, const uint8_t *p, size_t len) {
+    uint64_t cost = ONE_TOKEN;
+    unsigned prev = p[0], prev_cjk = 0;
+    uint32_t prev_cp = 0;
+    size_t i = 1;
+    if (prev < 0x80) { /* an ASCII run first: each byte is its unit, with no inner cost */
+        while (i < len && p[i] < 0x80) {
+            cost += pf->pair[prev * CK_TT_UNITS + p[i]];
+            prev = p[i++];
+        }
+        if (i == len) return cost;
+    } else {
+        i = 0;
+        prev = CK_TT_UNITS;
+    }
+    for (size_t clen; i < len; i += clen) {
+        unsigned u = p[i], cjk = 0;
+        uint32_t cp = u;
+        clen = 1;
+        if (u >= 0x80) { /* ASCII units are their byte and have no inner cost */
+            uint8_t cls = decode_at(p, len, i, &clen, &cp);
+            u = unit_of(cls, pf->single);
+            cjk = cjk_of(cls);
+            /* A character of n bytes has at most n - 1 cuts inside, so no piece ever costs
+             * more tokens than it has bytes. */
+            uint64_t inner = pf->inner[u], most = (uint64_t)(clen - 1) * ONE_TOKEN;
+            cost += inner < most ? inner : most;
+        }
+        if (cjk && prev_cjk && joined(pf, prev_cp, cp))
+            cost += pf->join_cost[(prev_cjk - 1) * 4 + cjk - 1];
+        else if (prev < CK_TT_UNITS)
+            cost += pf->pair[prev * CK_TT_UNITS + u];
+        prev = u;
+        prev_cjk = cjk;
+        prev_cp = cp;
+    }
+    return cost;
+}
+
+/* Cost of a piece of two bytes or more missing from the table. Some need no model: two ASCII
+ * bytes are one or two tokens, as a bit table says; three ASCII digits are one token in both
+ * vocabularies. */
+static uint64_t miss_cost(const profile *pf, const uint8_t *p, size_t n) {
+    if (n == 2 && (p[0] | p[1]) < 0x80) {
+        unsigned bit = (unsigned)p[0] << 7 | p[1];
+        return (pf->pair1[bit >> 3] >> (bit & 7) & 1u) ? ONE_TOKEN : 2 * ONE_TOKEN;
+    }
+    if (n == 3 && (unsigned)(p[0] - '0') < 10 && (unsigned)(p[1] - '0') < 10 &&
+        (unsigned)(p[2] - '0') < 10)
+        return ONE_TOKEN;
+    return model_cost(pf, p, n);
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(addr) __builtin_prefetch(addr)
+#else
+#define PREFETCH(addr) ((void)0)
+#endif
+
+/* Cost of a whole text in 1/256 tokens. Each piece is hashed as soon as it is cut and its
+ * slot prefetched, but looked up only after the next piece is cut, so that fetching the slot
+ * (the table is larger than the first-level cache) overlaps the cutting. */
+HOT_INLINE uint64_t text_cost_with(const profile *pf, const uint8_t *s, size_t len, int o200k) {
+    uint64_t cost = 0;
+    size_t at = 0, plen = 0; /* the piece waiting for its lookup, if plen > 0 */
+    uint32_t slot = 0;
+    uint64_t first = 0;
+    for (size_t i = 0, e; i < len; i = e) {
+        e = o200k ? o200k_piece(s, len, i) : cl100k_piece(s, len, i);
+        if (plen) {
+            uint64_t c = table_cost(pf, s + at, plen, len - at, slot, first);
+            cost += c ? c : miss_cost(pf, s + at, plen);
+            plen = 0;
+        }
+        if (e - i == 1) { /* one byte, one token: no lookup */
+            cost += ONE_TOKEN;
+        } else if (e - i > CK_TT_MAX_PIECE) {
+            cost += model_cost(pf, s + i, e - i);
+        } else {
+            slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
+            PREFETCH(&pf->meta[slot]);
+            PREFETCH(&pf->keys[slot]);
+            at = i;
+            plen = e - i;
+        }
+    }
+    if (plen) {
+        uint64_t c = table_cost(pf, s + at, plen, len - at, slot, first);
+        cost += c ? c : miss_cost(pf, s + at, plen);
+    }
+    return cost;
+}
+
+/* Cost of a whole text in 1/256 tokens, through a loop specialized for each pre-tokenizer. */
+static uint64_t text_cost(const profile *pf, const char *data, size_t len) {
+    const uint8_t *s = (const uint8_t *)data;
+    return pf->o200k ? text_cost_with(pf, s, len, 1) : text_cost_with(pf, s, len, 0);
+}
+
+static uint64_t round_cost(uint64_t cost) { return (cost + ONE_TOKEN / 2) / ONE_TOKEN; }
+
+/* The profile of a calibrated estimator; unknown values get the default. */
+static const profile *profile_of(ck_estimator est) {
+    return est == CK_EST_CL100K ? &CL100K : &O200K;
+}
+
+/* ---- Public estimates ------------------------------------------------------------------- */
+
 uint64_t ck_estimate_text(const char *data, size_t len, ck_estimator est) {
-    (void)est;
     if (!data || !len) return 0;
-    return div4(len);
+    if (est == CK_EST_CHARS4) return div4(len);
+    return round_cost(text_cost(profile_of(est), data, len));
 }
 
 /* Bytes that count toward a message, and the number of image parts (which cost a fixed
@@ -28,15 +585,33 @@ static uint64_t parts_bytes(const ck_part *parts, size_t stride, size_t n, uint6
     return bytes;
 }
 
-static uint64_t message_bytes(const ck_history *h, size_t i, uint64_t *images) {
-    return parts_bytes(ck__msg_parts(h, i), sizeof(ck_part), h->msgs[i].n_parts, images);
+/* Tokens of the same parts through a calibrated profile. Each string is its own text to the
+ * tokenizer (a provider renders them in separate fields), so pieces never span two of them,
+ * and each is rounded on its own: a message then costs exactly what its strings cost apart,
+ * and a sum over single parts (as the compactor makes) equals the message's estimate. */
+static uint64_t parts_tokens(const profile *pf, const ck_part *parts, size_t stride, size_t n,
+                             uint64_t *images) {
+    uint64_t tokens = 0;
+    const char *at = (const char *)parts;
+    for (size_t k = 0; k < n; k++, at += stride) {
+        const ck_part *p = (const ck_part *)(const void *)at;
+        if (p->kind == CK_PART_IMAGE) {
+            (*images)++;
+            continue;
+        }
+        if (p->text_len) tokens += round_cost(text_cost(pf, p->text, p->text_len));
+        if (p->id_len) tokens += round_cost(text_cost(pf, p->id, p->id_len));
+        if (p->name_len) tokens += round_cost(text_cost(pf, p->name, p->name_len));
+    }
+    return tokens;
 }
 
 uint64_t ck__estimate_parts(const ck_part *parts, size_t stride, size_t n, ck_estimator est) {
     uint64_t images = 0;
-    uint64_t tokens = div4(parts_bytes(parts, stride, n, &images)) + images * CK_IMAGE_TOKENS;
-    if (est == CK_EST_DEFAULT) tokens += CK_MESSAGE_OVERHEAD;
-    return tokens;
+    if (est == CK_EST_CHARS4)
+        return div4(parts_bytes(parts, stride, n, &images)) + images * CK_IMAGE_TOKENS;
+    uint64_t tokens = parts_tokens(profile_of(est), parts, stride, n, &images);
+    return tokens + images * CK_IMAGE_TOKENS + CK_MESSAGE_OVERHEAD;
 }
 
 uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_estimator est) {
@@ -47,15 +622,29 @@ uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_estimator e
 
 uint64_t ck_estimate_history(const ck_history *history, ck_estimator est) {
     if (!history || !history->n_msgs) return 0;
-    uint64_t images = 0, bytes = 0;
-    for (size_t i = 0; i < history->n_msgs; i++) bytes += message_bytes(history, i, &images);
-    /* chars4 divides the whole once, as the compatibility mode is documented to do. */
-    uint64_t tokens = div4(bytes) + images * CK_IMAGE_TOKENS;
-    if (est == CK_EST_DEFAULT)
-        tokens += (uint64_t)history->n_msgs * CK_MESSAGE_OVERHEAD + CK_REQUEST_OVERHEAD;
+    if (est == CK_EST_CHARS4) {
+        /* chars4 divides the whole once, as the compatibility mode is documented to do. */
+        uint64_t images = 0, bytes = 0;
+        for (size_t i = 0; i < history->n_msgs; i++)
+            bytes += parts_bytes(ck__msg_parts(history, i), sizeof(ck_part),
+                                 history->msgs[i].n_parts, &images);
+        return div4(bytes) + images * CK_IMAGE_TOKENS;
+    }
+    /* The sum of the messages, so that a history's estimate equals what its messages say. */
+    uint64_t tokens = CK_REQUEST_OVERHEAD;
+    for (size_t i = 0; i < history->n_msgs; i++) tokens += ck_estimate_message(history, i, est);
     return tokens;
 }
 
 uint64_t ck_estimate_tools(const char *json, size_t len, ck_estimator est) {
     return ck_estimate_text(json, len, est);
+}
+
+const char *ck_estimator_name(ck_estimator est) {
+    switch (est) {
+        case CK_EST_DEFAULT: return "default";
+        case CK_EST_CHARS4: return "chars4";
+        case CK_EST_CL100K: return "cl100k";
+    }
+    return NULL;
 }

@@ -14,7 +14,7 @@
 #include "napi_util.h"
 
 const char *const ckjs_format_names[3] = {"auto", "openai", "anthropic"};
-const char *const ckjs_estimator_names[2] = {"default", "chars4"};
+const char *const ckjs_estimator_names[3] = {"default", "chars4", "cl100k"};
 
 /* ------------------------------------------------------------------------------------------ */
 /* State and errors                                                                           */
@@ -292,7 +292,7 @@ static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
     napi_value argv[2];
     if (ckjs_get_args(env, info, argv, 2, NULL)) return NULL;
     int est = 0;
-    if (ckjs_choice(env, argv[1], "options.estimator", ckjs_estimator_names, 2, 0, &est))
+    if (ckjs_choice(env, argv[1], "options.estimator", ckjs_estimator_names, 3, 0, &est))
         return NULL;
     napi_value x = argv[0];
     napi_valuetype type = napi_undefined;

@@ -353,7 +353,7 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, c
     uint64_t keep_tail = 0;
     if (integer_option(&r, "keepTail", 1, 4294967295.0, &keep_tail)) return -1;
     o->keep_tail = (uint32_t)keep_tail;
-    if (choice_option(&r, "estimator", ckjs_estimator_names, 2, &estimator) ||
+    if (choice_option(&r, "estimator", ckjs_estimator_names, 3, &estimator) ||
         choice_option(&r, "format", ckjs_format_names, 3, &format))
         return -1;
     o->estimator = (ck_estimator)estimator;

@@ -103,7 +103,7 @@ int ckjs_choice(napi_env env, napi_value value, const char *what, const char *co
 
 /* The accepted values of the `format` and `estimator` options, in ck_format/ck_estimator order. */
 extern const char *const ckjs_format_names[3];
-extern const char *const ckjs_estimator_names[2];
+extern const char *const ckjs_estimator_names[3];
 
 /* Returns a new JS string holding `len` bytes of UTF-8 `s`, or NULL with an exception
  * pending. */

@@ -22,7 +22,7 @@ STATUS_CODES: Dict[str, Tuple[int, str]]
 
 Message = Dict[str, Any]
 Format = Literal["auto", "openai", "anthropic"]
-Estimator = Literal["default", "chars4"]
+Estimator = Literal["default", "chars4", "cl100k"]
 AnchorKey = Literal[
     "user_intent", "execution_progress", "key_decisions", "tried_solutions", "next_steps"
 ]

@@ -81,6 +81,11 @@ TEST(history_api) {
     p.kind = CK_PART_TEXT;
     p.text_len = 3; /* NULL text with a length */
     INT_EQ(ck_history_add_part(h, &p, &err), CK_EINVAL);
+    /* Over the size limit: refused by length before a byte is read. */
+    p.text = "x";
+    p.text_len = CK_MAX_STRING + 1;
+    INT_EQ(ck_history_add_part(h, &p, &err), CK_ETOOBIG);
+    OK(strstr(err.where, "messages[0].text") != NULL);
     char *buf = ck_history_alloc(h, 5);
     OK(buf != NULL);
     memcpy(buf, "hello", 5);
@@ -117,21 +122,34 @@ TEST(tokens) {
     INT_EQ(ck_estimate_text("", 0, CK_EST_DEFAULT), 0);
     INT_EQ(ck_estimate_text("abcd", 4, CK_EST_CHARS4), 1);
     INT_EQ(ck_estimate_text("abcde", 5, CK_EST_CHARS4), 2);
+    INT_EQ(ck_estimate_text("hello world", 11, CK_EST_DEFAULT), 2);
+    INT_EQ(ck_estimate_text("hello world", 11, CK_EST_CL100K), 2);
     const char *j = "[{\"role\":\"user\",\"content\":\"12345678\"},"
                     "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"ab\","
-                    "\"function\":{\"name\":\"cd\",\"arguments\":\"efgh\"}}]},"
+                    "\"function\":{\"name\":\"cd\",\"arguments\":\"done\"}}]},"
                     "{\"role\":\"tool\",\"tool_call_id\":\"ab\",\"content\":\"xy\"},"
                     "{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]";
     ck_error err;
     ck_history *h = ck_json_read(j, strlen(j), &err);
     /* bytes: 8 + (2 + 2 + 4) + (2 + 2) = 20 -> 5 tokens, plus one image */
     INT_EQ(ck_estimate_history(h, CK_EST_CHARS4), 5 + CK_IMAGE_TOKENS);
-    INT_EQ(ck_estimate_history(h, CK_EST_DEFAULT),
-           5 + CK_IMAGE_TOKENS + 4 * CK_MESSAGE_OVERHEAD + CK_REQUEST_OVERHEAD);
+    /* Exact counts in both o200k_base and cl100k_base: "12345678" is 3 (123|456|78); "ab", "cd",
+     * "done" and "xy" are 1 each. Each message adds its overhead, the request its own. */
+    for (int e = 0; e < 2; e++) {
+        ck_estimator est = e ? CK_EST_CL100K : CK_EST_DEFAULT;
+        INT_EQ(ck_estimate_history(h, est), 3 + (1 + 1 + 1) + (1 + 1) + CK_IMAGE_TOKENS +
+                                                4 * CK_MESSAGE_OVERHEAD + CK_REQUEST_OVERHEAD);
+        INT_EQ(ck_estimate_message(h, 1, est), 3 + CK_MESSAGE_OVERHEAD);
+        INT_EQ(ck_estimate_message(h, 3, est), CK_IMAGE_TOKENS + CK_MESSAGE_OVERHEAD);
+    }
     INT_EQ(ck_estimate_message(h, 1, CK_EST_CHARS4), 2);
-    INT_EQ(ck_estimate_message(h, 1, CK_EST_DEFAULT), 2 + CK_MESSAGE_OVERHEAD);
     INT_EQ(ck_estimate_message(h, 9, CK_EST_DEFAULT), 0);
     INT_EQ(ck_estimate_tools("[{}]", 4, CK_EST_CHARS4), 1);
+    /* A tool-schema list costs its JSON text: 13 tokens exactly in o200k_base. */
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"bash\"}}]";
+    long tools_est = (long)ck_estimate_tools(tools, strlen(tools), CK_EST_DEFAULT);
+    INT_EQ(tools_est, ck_estimate_text(tools, strlen(tools), CK_EST_DEFAULT));
+    OK(tools_est >= 12 && tools_est <= 14);
     ck_history_free(h);
 }
 

@@ -23,10 +23,45 @@ describe('estimateTokens on strings', () => {
   it('gives a positive default estimate for text and 0 for the empty string', () => {
     assert.equal(est(''), 0);
     assert.equal(est('', { estimator: 'default' }), 0);
-    assert.ok(est('hello world') > 0);
     assert.ok(est('x'.repeat(4000)) > est('x'.repeat(40)));
     assert.equal(typeof est('abc'), 'number');
     assert.ok(Number.isInteger(est('some text')));
+  });
+
+  // Exact o200k_base counts (checked with gpt-tokenizer) that the default estimator reproduces:
+  // frequent pieces come from its exact table, digit groups and short pieces follow rules.
+  it('matches exact o200k_base counts on common text', () => {
+    assert.equal(est('hello world'), 2);
+    assert.equal(est('Hello, world!'), 4);
+    assert.equal(est('1234567890'), 4); // 123|456|789|0
+    assert.equal(est('    return x;\n'), 4);
+    assert.equal(est('def main():\n    print("hi")\n'), 8);
+    assert.equal(est('{"role": "user", "content": "hi"}'), 12);
+    assert.equal(est('Traceback (most recent call last):'), 8);
+    assert.equal(est('你好，世界！'), 4);
+    assert.equal(est('日本語'), 2);
+    assert.equal(est('😀'), 1);
+  });
+
+  // Longer text mixes exact pieces with modelled ones: within 10% of the exact count.
+  it('stays close to exact o200k_base counts on longer text', () => {
+    const cases = [
+      ["Compaction keeps the agent's working set small: old tool outputs move to an evidence " +
+        'store, and the oldest turns are folded into a checkpoint that records what the user ' +
+        'asked for, what was done, what was decided, what failed, and what comes next. Each ' +
+        'tier is chosen from the estimated size of the request, so the estimate has to be ' +
+        'close to what the provider will count.', 78],
+      ["def parse(line):\n    key, _, value = line.partition('=')\n    if not key:\n" +
+        "        raise ValueError(f'bad line: {line!r}')\n    return key.strip(), value.strip()\n",
+      41],
+      ['FAILED tests/test_upload.py::test_resume - AssertionError: expected 200, got 409\n', 20],
+      ['上下文压缩不是删历史，而是按预算渐进地收缩。', 17],
+      ['{"command":"grep -rn \\"TODO\\" src/ | head -20"}', 16],
+    ];
+    for (const [text, exact] of cases) {
+      const n = est(text);
+      assert.ok(Math.abs(n - exact) <= Math.max(1, 0.1 * exact), `${n} vs ${exact}: ${text}`);
+    }
   });
 });
 
@@ -64,10 +99,17 @@ describe('estimateTokens on messages', () => {
   });
 
   it('adds 4 per message in the default estimator', () => {
-    const s = 'abcdefghijklmnop'; // 16 bytes: no rounding
+    const s = 'abcdefghijklmnop';
     assert.equal(est(user(s)), est(s) + 4);
+    assert.equal(est(user('hello world')), 2 + 4);
     assert.equal(est({ role: 'user' }), 4);
     assert.equal(chars4({ role: 'user' }), 0);
+  });
+
+  it('counts ids, names and arguments with the calibrated estimator', () => {
+    // Exact o200k_base counts: "call_1" 3, "bash" 1, '{"a":1}' 5, "done" 1.
+    assert.equal(est(asst(call('call_1', 'bash', '{"a":1}'))), 3 + 1 + 5 + 4);
+    assert.equal(est(tool('call_1', 'done')), 3 + 1 + 4);
   });
 });
 

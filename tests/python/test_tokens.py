@@ -2,8 +2,9 @@
 
 chars4 is exact by contract: ceil(UTF-8 bytes / 4) over the text, ids, names, arguments and
 tool_call_id of the messages (the whole list divided once), plus a fixed cost per image. The
-default estimator's text cost is calibrated and may change, so its tests pin only what the
-header fixes: CK_MESSAGE_OVERHEAD per message and CK_REQUEST_OVERHEAD per list.
+default estimator models o200k_base: its tests pin exact counts where it reproduces them
+(checked with gpt-tokenizer: frequent pieces, digit groups, short pieces), a tolerance on longer
+text, and what the header fixes: CK_MESSAGE_OVERHEAD per message, CK_REQUEST_OVERHEAD per list.
 """
 
 import json
@@ -41,6 +42,67 @@ def test_str_default():
     assert ctxkeel.estimate_tokens("abc", estimator="default") == ctxkeel.estimate_tokens("abc")
 
 
+# Exact o200k_base counts (gpt-tokenizer) that the default estimator reproduces.
+@pytest.mark.parametrize(
+    "text, exact",
+    [
+        ("hello world", 2),
+        ("Hello, world!", 4),
+        ("1234567890", 4),  # digits go in groups of three: 123|456|789|0
+        ("2024-01-15T10:30:00Z", 13),
+        ("    return x;\n", 4),
+        ('def main():\n    print("hi")\n', 8),
+        ("Traceback (most recent call last):", 8),
+        ("\u4f60\u597d\uff0c\u4e16\u754c\uff01", 4),  # 你好，世界！
+        ("\u65e5\u672c\u8a9e", 2),  # 日本語
+        ("\U0001f600", 1),
+    ],
+)
+def test_str_default_exact(text, exact):
+    assert ctxkeel.estimate_tokens(text) == exact
+
+
+# Longer text mixes exact pieces with modelled ones: within 10% of the exact o200k_base count,
+# where chars/4 is off by far more on prose and CJK.
+@pytest.mark.parametrize(
+    "text, exact",
+    [
+        (
+            "Compaction keeps the agent's working set small: old tool outputs move to an evidence "
+            "store, and the oldest turns are folded into a checkpoint that records what the user "
+            "asked for, what was done, what was decided, what failed, and what comes next. Each "
+            "tier is chosen from the estimated size of the request, so the estimate has to be "
+            "close to what the provider will count.",
+            78,
+        ),
+        (
+            "def parse(line):\n    key, _, value = line.partition('=')\n    if not key:\n"
+            "        raise ValueError(f'bad line: {line!r}')\n"
+            "    return key.strip(), value.strip()\n",
+            41,
+        ),
+        ("FAILED tests/test_upload.py::test_resume - AssertionError: expected 200, got 409\n", 20),
+        ("\u4e0a\u4e0b\u6587\u538b\u7f29\u4e0d\u662f\u5220\u5386\u53f2\uff0c\u800c\u662f"
+         "\u6309\u9884\u7b97\u6e10\u8fdb\u5730\u6536\u7f29\u3002", 17),
+    ],
+)
+def test_str_default_close(text, exact):
+    n = ctxkeel.estimate_tokens(text)
+    assert abs(n - exact) <= max(1, exact // 10), (n, exact)
+
+
+def test_message_default_counts_ids_names_arguments():
+    # Exact o200k_base counts: "call_1" 3, "bash" 1, '{"a":1}' 5, "done" 1.
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "bash", "arguments": '{"a":1}'}}]}
+    assert ctxkeel.estimate_tokens(call) == 3 + 1 + 5 + MESSAGE_OVERHEAD
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "done"}
+    assert ctxkeel.estimate_tokens(result) == 3 + 1 + MESSAGE_OVERHEAD
+    both = 9 + 4 + 2 * MESSAGE_OVERHEAD + REQUEST_OVERHEAD
+    assert ctxkeel.estimate_tokens([call, result]) == both
+
+
 def test_message_chars4_counts_content_ids_names_arguments():
     message = {
         "role": "assistant",
@@ -67,6 +129,7 @@ def test_message_default_adds_message_overhead():
     text = "some words to count"
     with_text = ctxkeel.estimate_tokens({"role": "user", "content": text})
     assert with_text == ctxkeel.estimate_tokens(text) + MESSAGE_OVERHEAD
+    assert with_text == 4 + MESSAGE_OVERHEAD  # "some words to count" is 4 tokens in o200k_base
 
 
 def test_list_default_adds_request_overhead():
@@ -179,7 +242,7 @@ def test_other_types_are_type_errors(bad):
 
 
 def test_estimator_argument_checked():
-    with pytest.raises(ValueError, match="estimator must be 'default' or 'chars4'"):
+    with pytest.raises(ValueError, match="estimator must be 'default', 'chars4' or 'cl100k'"):
         ctxkeel.estimate_tokens("x", estimator="tiktoken")
     with pytest.raises(TypeError, match="estimator must be a str"):
         ctxkeel.estimate_tokens("x", estimator=4)

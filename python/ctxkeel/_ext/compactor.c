@@ -807,7 +807,7 @@ static PyObject *compactor_get_options(PyObject *op, void *closure) {
         (unsigned int)o.keep_tail, "offload_threshold", (unsigned long long)o.offload_threshold,
         "tool_offload_threshold", (unsigned long long)o.tool_offload_threshold,
         "summary_max_tokens", (unsigned long long)o.summary_max_tokens, "estimator",
-        o.estimator == CK_EST_CHARS4 ? "chars4" : "default", "format",
+        ck_estimator_name(o.estimator), "format",
         (unsigned)o.format <= CK_FORMAT_ANTHROPIC ? formats[o.format] : "auto", "pin_first_user",
         (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True);
     return d;

@@ -14,7 +14,7 @@ static const char MSG_X_TYPE[] =
     "ctxkeel: estimate_tokens() argument 'x' must be a str, a message dict or a list, not %.200s";
 static const char MSG_ESTIMATOR_TYPE[] = "ctxkeel: estimator must be a str, not %.200s";
 static const char MSG_ESTIMATOR_VALUE[] =
-    "ctxkeel: estimator must be 'default' or 'chars4', not %R";
+    "ctxkeel: estimator must be 'default', 'chars4' or 'cl100k', not %R";
 static const char MSG_FORMAT_TYPE[] = "ctxkeel: format must be a str, not %.200s";
 static const char MSG_FORMAT_VALUE[] =
     "ctxkeel: format must be 'auto', 'openai' or 'anthropic', not %R";
@@ -31,6 +31,10 @@ int ck_py_parse_estimator(PyObject *value, ck_estimator *out) {
     if (PyUnicode_CompareWithASCIIString(value, "default") == 0) return 0;
     if (PyUnicode_CompareWithASCIIString(value, "chars4") == 0) {
         *out = CK_EST_CHARS4;
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(value, "cl100k") == 0) {
+        *out = CK_EST_CL100K;
         return 0;
     }
     PyErr_Format(PyExc_ValueError, MSG_ESTIMATOR_VALUE, value);

@@ -22,7 +22,8 @@ PyDoc_STRVAR(estimate_tokens_doc,
              "Estimates the tokens of x: a str, a message dict, a list of message dicts\n"
              "(with the per-message and per-request overhead) or a list of tool schemas\n"
              "(dicts without \"role\", counted as their compact JSON). An empty list is 0.\n"
-             "estimator is 'default' or 'chars4' (UTF-8 bytes / 4, rounded up).\n"
+             "estimator is 'default' (fitted to o200k_base), 'cl100k' (fitted to cl100k_base) or\n"
+             "'chars4' (UTF-8 bytes / 4, rounded up).\n"
              "Raises TypeError for any other x, InputError for a malformed message.");
 
 PyDoc_STRVAR(check_pairs_doc,
