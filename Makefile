@@ -128,6 +128,9 @@ leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
 # `make fuzz-regress` runs every seed once, which is what CI also does before a short fuzz.
 FUZZERS := json anchors tokens compact evidence
 FUZZ_SECONDS ?= 60
+# CI passes a fixed seed and run count (FUZZ_ARGS="-seed=1 -runs=N") so that a submission's
+# result does not depend on the luck of the draw; `make fuzz` alone explores afresh each time.
+FUZZ_ARGS ?=
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
@@ -155,7 +158,7 @@ fuzz: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
 	    if [ $$t = compact ]; then { printf A; cat $$f; } > build-fuzz/corpus-$$t/$$(basename $$f); \
 	    else cp $$f build-fuzz/corpus-$$t/; fi; done ;; esac; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -timeout=20 -rss_limit_mb=4096 \
+	  build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) $(FUZZ_ARGS) -max_len=262144 -timeout=20 -rss_limit_mb=4096 \
 	    -artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus-$$t >build-fuzz/fuzz_$$t.log 2>&1 \
 	    || { tail -40 build-fuzz/fuzz_$$t.log; exit 1; }; \
 	  tail -1 build-fuzz/fuzz_$$t.log; \

@@ -989,8 +989,10 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
         for (size_t i = 0; i < n; i++)
             c->tok[i] = ck_estimate_message(c->h, i, self->opt.estimator);
         c->tail = tail_start(c);
-        /* Outputs offloaded before keep their placeholders on every later call. */
-        rc = offload_range(c, c->base, c->tail, 0);
+        /* Outputs offloaded before keep their placeholders on every later call, in the tail
+         * too: the tail is never offloaded anew, but a view that already showed a placeholder
+         * must not grow back to the raw output when the tail widens over it. */
+        rc = offload_range(c, c->base, n, 0);
     }
     if (rc) {
         ck_compaction_free(c);

@@ -1,0 +1,265 @@
+// fast-check arbitraries for agent histories and summarizer behaviours (not a test file).
+//
+// A history is drawn as a plan (shape-independent turns), then rendered in the OpenAI or the
+// Anthropic shape. Each assistant turn makes 0-3 parallel tool calls whose results come in
+// order, shuffled, with some missing, with one duplicated, or misplaced (moved after the next
+// turn). Texts mix CJK, emoji (ZWJ sequences, skin tones, flags), combining marks, RTL and bidi
+// controls, empty strings and arbitrary code points; tool outputs go up to ~200 KB. The last
+// turn is always clean, so the newest message of the full history is a valid one.
+// (The same model as tests/python/strategies.py.)
+'use strict';
+
+const fc = require('fast-check');
+const { rng } = require('./sessions.js');
+
+const FRAGMENTS = [
+  '修复解析器里的错误', '不要修改 CI 配置', '必须先运行测试', 'テストを直す', '한국어 메시지',
+  '🙂', '👍🏽', '👨‍👩‍👧‍👦', '🇨🇳', 'e\u0301', 'n\u0303\u0323', 'Z\u0351\u0352\u0353',
+  'مرحبا بالعالم', 'שלום עולם', '\u202eevil\u202c', '\u200f', '\u200b', '\ufeff',
+  'never push to main', 'always run pytest -q', 'src/app/parser.py', '/etc/hosts',
+  'https://example.com/issues/4242?x=1&y=2', '3f2a9c1e0b7d4a65a1c2e3f4b5a6c7d8e9f0a1b2',
+  '123e4567-e89b-12d3-a456-426614174000', 'E1234', 'JIRA-981', '\t', '\n', '\r\n', ' ',
+  '', '{"json": [1, 2, {"k": null}]}', "```python\nprint('hi')\n```", '## User Intent',
+  '- N/A', '\\', '"', "'", '<script>alert(1)</script>', '\x01\x7f', '\u{10fffd}',
+];
+
+const TOOL_NAMES = ['read_file', 'bash', 'edit_file', 'grep', 'write_file', '工具', 'search 🔍'];
+
+const ID_FORMS = [
+  (t, k) => `call_${t}_${k}`,
+  (t, k) => `toolu_${String(t).padStart(2, '0')}${k}`,
+  (t, k) => `../../etc/passwd_${t}_${k}`,
+  (t, k) => `调用-${t}-${k}`,
+  (t, k) => `id with spaces ${t} ${k}`,
+  (t, k) => `${t}.${k}`,
+  (t, k) => `call/${t}\\${k}`,
+];
+
+const RESULT_MODES = ['ordered', 'ordered', 'ordered', 'ordered', 'ordered', 'shuffled',
+  'missing', 'duplicated', 'misplaced'];
+
+function shortText() {
+  return fc.oneof(
+    fc.string({ unit: 'binary', maxLength: 30 }),
+    fc.string({ unit: 'grapheme', maxLength: 10 }),
+    fc.array(fc.constantFrom(...FRAGMENTS), { maxLength: 8 }).map((a) => a.join('')),
+    fc.constant(''),
+  );
+}
+
+/** A deterministic text of about `size` bytes: numbered lines of mixed scripts, or one line. */
+function bigText(size, seed, oneLine) {
+  const rand = rng(seed);
+  const parts = [];
+  let total = 0;
+  for (let n = 0; total < size; n++) {
+    const piece = `${FRAGMENTS[Math.floor(rand() * FRAGMENTS.length)]} value_${n} = ` +
+      `compute(${Math.floor(rand() * 1e6)})`;
+    parts.push(piece);
+    total += Buffer.byteLength(piece) + 1;
+  }
+  return parts.join(oneLine ? ' ' : '\n');
+}
+
+/**
+ * Tool outputs: mostly short, sometimes over the 4000-byte offload gate (or the 300-byte one
+ * some examples use), rarely huge; some are runs of one character (many bytes, few tokens).
+ */
+function toolOutput() {
+  const sized = (min, max) => fc.tuple(fc.integer({ min, max }), fc.integer({ min: 0, max: 65535 }),
+    fc.boolean()).map(([size, seed, oneLine]) => bigText(size, seed, oneLine));
+  const runs = fc.tuple(fc.constantFrom(' ', '=', '-', '\n', '0', '\t'),
+    fc.integer({ min: 250, max: 9000 })).map(([c, n]) => c.repeat(n));
+  return fc.oneof(
+    { weight: 8, arbitrary: shortText() },
+    { weight: 2, arbitrary: sized(4001, 16000) },
+    { weight: 1, arbitrary: sized(50000, 200000) },
+    { weight: 1, arbitrary: sized(250, 700) },
+    { weight: 1, arbitrary: runs },
+  );
+}
+
+function callTurn(draw, t, clean) {
+  const n = draw(fc.integer({ min: clean ? 1 : 0, max: 3 }));
+  const calls = [];
+  const results = [];
+  for (let k = 0; k < n; k++) {
+    const id = draw(fc.constantFrom(...ID_FORMS))(t, k);
+    const key = draw(fc.constantFrom('path', 'cmd', 'query'));
+    const name = draw(fc.constantFrom(...TOOL_NAMES));
+    calls.push({ id, name, args: { [key]: draw(shortText()) } });
+    results.push({ id, text: draw(toolOutput()), asBlocks: draw(fc.boolean()) });
+  }
+  const mode = clean || n === 0 ? 'ordered' : draw(fc.constantFrom(...RESULT_MODES));
+  let now = [...Array(n).keys()];
+  let later = [];
+  if (mode === 'shuffled') {
+    now = draw(fc.shuffledSubarray(now, { minLength: n, maxLength: n }));
+  } else if (mode === 'missing') {
+    const keep = draw(fc.array(fc.boolean(), { minLength: n, maxLength: n }));
+    if (keep.every(Boolean)) keep[draw(fc.integer({ min: 0, max: n - 1 }))] = false;
+    now = now.filter((i) => keep[i]);
+  } else if (mode === 'duplicated') {
+    now = [...now, draw(fc.integer({ min: 0, max: n - 1 }))];
+  } else if (mode === 'misplaced') {
+    const moved = draw(fc.integer({ min: 0, max: n - 1 }));
+    now = now.filter((i) => i !== moved);
+    later = [moved];
+  }
+  const text = draw(fc.option(shortText(), { nil: null }));
+  return { kind: 'call', text, calls, results, mode, now, later };
+}
+
+function turn(draw, t, clean = false) {
+  const kind = draw(fc.constantFrom('call', 'call', 'call', 'user', 'say'));
+  if (kind === 'call') return callTurn(draw, t, clean);
+  return { kind, text: draw(shortText()) };
+}
+
+/** Plans: {pinned: [[role, text]], task, taskBlocks, turns}. */
+function plans({ minTurns = 0, maxTurns = 14 } = {}) {
+  return fc.gen().map((g) => {
+    const draw = (arb) => g(() => arb);
+    const pinned = draw(fc.array(fc.tuple(fc.constantFrom('system', 'developer'), shortText()),
+      { maxLength: 2 }));
+    const n = draw(fc.integer({ min: minTurns, max: maxTurns }));
+    const turns = [];
+    for (let t = 0; t < n; t++) turns.push(turn(draw, t));
+    turns.push(turn(draw, n, true));
+    return { pinned, task: draw(shortText()), taskBlocks: draw(fc.boolean()), turns };
+  });
+}
+
+function isDamaged(plan) {
+  return plan.turns.some((t) => t.kind === 'call' &&
+    ['missing', 'duplicated', 'misplaced'].includes(t.mode));
+}
+
+// ---- rendering ----
+
+function emitCall(out, shape, t) {
+  if (shape === 'openai') {
+    out.push({
+      role: 'assistant',
+      content: t.text,
+      tool_calls: t.calls.map((c) => ({
+        id: c.id, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.args) },
+      })),
+    });
+    return;
+  }
+  const blocks = t.text === null ? [] : [{ type: 'text', text: t.text }];
+  for (const c of t.calls) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: c.args });
+  out.push({ role: 'assistant', content: blocks.length ? blocks : [{ type: 'text', text: '' }] });
+}
+
+function emitResults(out, shape, results) {
+  if (!results.length) return;
+  const content = (r) => (r.asBlocks ? [{ type: 'text', text: r.text }] : r.text);
+  if (shape === 'openai') {
+    for (const r of results) out.push({ role: 'tool', tool_call_id: r.id, content: content(r) });
+    return;
+  }
+  out.push({
+    role: 'user',
+    content: results.map((r) => ({ type: 'tool_result', tool_use_id: r.id, content: content(r) })),
+  });
+}
+
+/**
+ * {messages, info}: the plan as a message list, with info = {pinned: indices of the
+ * system/developer messages and the task, task: index of the task, ends: the message count at
+ * the end of each turn (agent-loop call points)}.
+ */
+function render(plan, shape) {
+  const out = [];
+  const pinned = [];
+  const ends = [];
+  for (const [role, text] of plan.pinned) {
+    pinned.push(out.length);
+    out.push({ role, content: text });
+  }
+  const task = out.length;
+  out.push({ role: 'user', content: plan.taskBlocks && shape === 'anthropic'
+    ? [{ type: 'text', text: plan.task }] : plan.task });
+  pinned.push(task);
+  let pending = [];
+  const last = plan.turns.length - 1;
+  plan.turns.forEach((t, index) => {
+    let carried = pending;
+    pending = [];
+    if (index === last && carried.length) { // the final turn stays clean: flush before it
+      emitResults(out, shape, carried);
+      carried = [];
+    }
+    if (t.kind === 'user') {
+      out.push({ role: 'user', content: t.text });
+    } else if (t.kind === 'say') {
+      out.push({ role: 'assistant',
+        content: shape === 'openai' ? t.text : [{ type: 'text', text: t.text }] });
+    } else {
+      emitCall(out, shape, t);
+      emitResults(out, shape, t.now.map((i) => t.results[i]));
+      pending = t.later.map((i) => t.results[i]);
+    }
+    emitResults(out, shape, carried);
+    ends.push(out.length);
+  });
+  return { messages: out, info: { pinned, task, ends } };
+}
+
+/** {messages, info, shape, plan}. */
+function histories({ shapes = ['openai', 'anthropic'], ...options } = {}) {
+  return fc.tuple(plans(options), fc.constantFrom(...shapes)).map(([plan, shape]) => {
+    const { messages, info } = render(plan, shape);
+    return { messages, info, shape, plan };
+  });
+}
+
+// ---- summarizer behaviours ----
+
+const ANCHOR_TITLES = ['User Intent', 'Execution Progress', 'Key Decisions', 'Tried Solutions',
+  'Next Steps'];
+
+const GARBAGE = ['lorem ipsum dolor sit amet', '{not json', '```json\n{]\n```', '<html></html>',
+  'null', '[]', '# \n## \n###', 'N/A', '- N/A', 'I cannot help with that.',
+  '\u202e\u202e\u202e', '🙂'.repeat(50)];
+
+function goodReplies() {
+  return fc.array(shortText(), { minLength: 5, maxLength: 5 }).map((bodies) => ANCHOR_TITLES
+    .map((title, i) => `## ${title}\n${i === 0 ? `Fix the failing parser test. ${bodies[i]}`
+      : bodies[i]}\n`).join('\n'));
+}
+
+/**
+ * {kind, value, async}: what the summarizer does. kind: good, empty, garbage, throw, reject,
+ * slow (past the timeout), nonstring; async: whether a reply comes as a Promise.
+ */
+function replyKinds() {
+  const garbage = fc.oneof(fc.constantFrom(...GARBAGE),
+    fc.string({ unit: 'binary', minLength: 1, maxLength: 60 })
+      .filter((s) => !/[#:*{]/.test(s) && s.trim() !== ''));
+  return fc.oneof(
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant('good'), value: goodReplies() }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('slow'), value: goodReplies() }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('empty'),
+      value: fc.constantFrom('', ' ', '\n\t  \n') }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('garbage'), value: garbage }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom('throw', 'reject'),
+      value: fc.constantFrom('model overloaded 过载', 'HTTP 529', '') }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('nonstring'),
+      value: fc.constantFrom(42, undefined, null, { text: 'x' }, ['## Next Steps'], true) }) },
+  ).chain((r) => fc.boolean().map((async) => ({ ...r, async })));
+}
+
+module.exports = {
+  FRAGMENTS,
+  bigText,
+  shortText,
+  plans,
+  render,
+  histories,
+  isDamaged,
+  replyKinds,
+  goodReplies,
+};
