@@ -573,7 +573,8 @@ CK_API int ck_compactor_begin(ck_compactor *self, const ck_history *history, uin
 /* True (1) when the compaction wants a summary from a model before it can finish. */
 CK_API int ck_compaction_needs_summary(const ck_compaction *c);
 
-/* The summary request; CK_ESTATE when none is needed. Borrowed from `c` (see the struct). */
+/* The summary request, built on the first call; CK_ESTATE when none is needed, CK_ENOMEM.
+ * Borrowed from `c` (see the struct). */
 CK_API int ck_compaction_request(const ck_compaction *c, ck_summary_request *out);
 
 /* Gives the model's reply (copied). An empty or unusable reply makes finish fall back to the

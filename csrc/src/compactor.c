@@ -436,6 +436,12 @@ const char *ck_compaction_record(const ck_compaction *c, size_t *len) {
 int ck_compaction_request(const ck_compaction *c, ck_summary_request *out) {
     if (!c || !out) return CK_EINVAL;
     if (!c->summarize || c->finished) return CK_ESTATE;
+    if (!c->prompt.len) {
+        /* Built on first use. The compaction is one caller's object (one thread at a time),
+         * so filling its prompt here is safe although the handle is const. */
+        int rc = ck__build_request((ck_compaction *)c);
+        if (rc) return rc;
+    }
     static const char SYSTEM[] =
         "You maintain the checkpoint of a long-running agent session. Older messages are about "
         "to leave the agent's context window; your checkpoint is all that will remain of them. "
@@ -1014,8 +1020,9 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
         /* Tail messages folded by truncation leave the view too: their large outputs go to
          * the evidence store first, like every output that leaves. */
         if (c->cut > c->tail) rc = offload_range(c, c->tail, c->cut, 1);
+        /* The request itself is built when the host asks for it (ck_compaction_request): a
+         * compaction without a model never pays for a prompt the size of the window. */
         c->summarize = c->tier < CK_TIER_EMERGENCY && c->cut > c->base;
-        if (!rc && c->summarize) rc = ck__build_request(c);
     }
     if (rc) {
         ck_compaction_free(c);
@@ -1282,7 +1289,11 @@ int ck_compactor_compact(ck_compactor *self, const ck_history *history, uint64_t
     if (rc) return rc;
     if (c->summarize && summarize) {
         ck_summary_request req;
-        ck_compaction_request(c, &req);
+        rc = ck_compaction_request(c, &req);
+        if (rc) {
+            ck_compaction_free(c);
+            return ck__fail(err, rc, NULL, CK_NONE, NULL);
+        }
         int src = summarize(ctx, &req, c);
         if (src != CK_OK && !c->failure) {
             char why[96];
