@@ -113,7 +113,7 @@ asan: | deps
 	.venv-asan/bin/pip install -q setuptools wheel pytest hypothesis
 	CK_SANITIZE=1 CK_DEBUG=1 .venv-asan/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
 	cd tests/python && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 CK_SANITIZED=1 \
 	  ../../.venv-asan/bin/python -m pytest -q -p no:cacheprovider .
 
 # valgrind over the C tests.
