@@ -244,6 +244,62 @@ typedef enum ck_tier {
 #define CK_OPT_NO_PIN_FIRST_USER (1u << 0) /* do not pin the first user message (the task) */
 
 /*
+ * A retention policy: what the placeholder of an offloaded output keeps of it, for the tools
+ * whose name matches `tool` (a name, or a shell-style pattern with * ? and [...], matched by
+ * fnmatch(3); NULL matches every tool). The first matching policy wins; outputs of tools no
+ * policy matches keep the first lines, and, when they look like command, test or build
+ * results, also their error lines and their last lines. Unlike the options, zero here means
+ * zero: a policy with head = tail = error_lines = 0 keeps no preview at all.
+ */
+typedef struct ck_retention {
+    const char *tool;     /* NUL-terminated; copied */
+    uint32_t head;        /* first lines kept */
+    uint32_t tail;        /* last lines kept */
+    uint32_t error_lines; /* lines that carry errors (error, failed, exception, traceback,
+                             panic, exit code...) kept between head and tail, at most this many */
+    uint64_t max_bytes;   /* preview cap in bytes; 0 means the gate's (1 KB at compaction,
+                             2 KB at tool time) */
+    uint32_t flags;       /* CK_RETAIN_* */
+} ck_retention;
+
+/* ck_retention.flags */
+#define CK_RETAIN_NEVER_OFFLOAD (1u << 0) /* outputs of these tools always stay in the view */
+
+/*
+ * An evidence backend: the host's own storage for offloaded outputs, used instead of the local
+ * store directory (the audit log stays there). Keys are relative paths,
+ * "tool_results/<session>/<file>.txt", made only of [A-Za-z0-9._~-] and '/': the same names
+ * the local store uses, so no key can escape a prefix the host puts before it. The core asks
+ * get() before it puts a new key and never puts a second text under a key it has seen hold
+ * another. Callbacks run on the thread that called into the compactor, one at a time.
+ */
+typedef struct ck_evidence_backend {
+    void *ctx;
+    /* Stores `len` bytes of `data` under `key`. Returns CK_OK, or an error code (CK_EIO for a
+     * storage failure) after writing a short reason into err->where; the output then stays in
+     * the view (fail-open) and the reason reaches the record. */
+    int (*put)(void *ctx, const char *key, const char *data, size_t len, ck_error *err);
+    /* Fetches the text under `key`: sets *out to a buffer from ck_malloc() (never NULL, even
+     * for an empty text) that the core takes over, *out_len to its length, and returns CK_OK;
+     * when nothing is stored, leaves *out NULL and returns CK_OK. Other codes are failures,
+     * as for put. */
+    int (*get)(void *ctx, const char *key, char **out, size_t *out_len, ck_error *err);
+} ck_evidence_backend;
+
+/*
+ * A host token counter: the number of tokens in `len` bytes of UTF-8 `text` (not
+ * NUL-terminated), from the host's own tokenizer. The compactor calls it once for each
+ * message content it has not seen (all strings of the message joined by newlines), caches the
+ * answer by content, and adds CK_MESSAGE_OVERHEAD and CK_IMAGE_TOKENS per image as the
+ * built-in estimators do. A counter that cannot answer returns UINT64_MAX; the built-in
+ * estimator (`estimator`) answers instead.
+ */
+typedef struct ck_counter {
+    uint64_t (*count)(void *ctx, const char *text, size_t len);
+    void *ctx;
+} ck_counter;
+
+/*
  * Options of a compactor. A zero-initialized struct means "the defaults" for every field but
  * context_window, which is required. Strings are NUL-terminated and copied.
  */
@@ -261,6 +317,11 @@ typedef struct ck_compactor_options {
     uint32_t flags;         /* CK_OPT_* */
     const char *session_id; /* NULL: a new random id (then nothing is resumed) */
     const char *store_dir;  /* NULL: ".ctxkeel" */
+    const ck_retention *retention; /* per-tool retention policies, copied; NULL for none */
+    size_t n_retention;
+    const ck_evidence_backend *backend; /* NULL: files under store_dir; else copied (the
+                                           ctx it points at must outlive the compactor) */
+    ck_counter counter; /* count NULL: the built-in `estimator` */
 } ck_compactor_options;
 
 /* A compactor: one agent session's compaction state. Opaque. */
@@ -735,6 +796,10 @@ CK_API void ck_set_allocator(void *(*new_malloc)(size_t), void *(*new_calloc)(si
 /* Releases memory that a ck_ function documents as "release it with ck_free()". NULL is a
  * no-op. */
 CK_API void ck_free(void *ptr);
+
+/* Allocates `size` bytes (at least 1) with the library's allocator, for buffers that a
+ * callback hands to the core (ck_evidence_backend.get). NULL when out of memory. */
+CK_API void *ck_malloc(size_t size);
 
 #ifdef __cplusplus
 }

@@ -49,3 +49,5 @@ int ck__grow(void **ptr, size_t *cap, size_t need, size_t elem) {
     *cap = next;
     return 0;
 }
+
+void *ck_malloc(size_t size) { return ck__malloc(size ? size : 1); }

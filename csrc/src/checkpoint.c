@@ -126,7 +126,7 @@ int ck__build_request(ck_compaction *c) {
     for (int attempt = 0;; attempt++) {
         int rc = build_prompt(c, tag, avail);
         if (rc) return rc;
-        uint64_t tokens = ck_estimate_text(c->prompt.data, c->prompt.len, o->estimator);
+        uint64_t tokens = ck__compactor_text_tokens(c->owner, c->prompt.data, c->prompt.len);
         if (tokens <= room || attempt == 6 || avail == 0) return CK_OK;
         avail = (size_t)((double)avail * (double)room / (double)tokens * 0.9);
     }
@@ -538,7 +538,7 @@ int ck__build_checkpoint(ck_compaction *c, const ck_anchors *anchors) {
             ck__buf_dispose(&out);
             return rc;
         }
-        uint64_t tokens = ck_estimate_text(out.data, out.len, self->opt.estimator);
+        uint64_t tokens = ck__compactor_text_tokens(self, out.data, out.len);
         if (tokens <= max_tokens || attempt == 7) {
             if (tokens > max_tokens) out.len = ck__clip(out.data, out.len, (size_t)max_tokens * 2);
             ck__free(c->checkpoint);

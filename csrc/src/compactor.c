@@ -7,6 +7,7 @@
  * view crosses a threshold. A history whose tool-call pairs are broken is first repaired, and
  * the compaction works on the repaired copy; the views are composed back onto the host's
  * messages at the end, so every view passes check_pairs. */
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,15 +229,14 @@ static size_t first_user(const ck_history *h) {
     return CK_NONE;
 }
 
-static int is_pinned(const ck_compaction *c, size_t i, size_t task) {
+/* c->task is first_user(c->h), found once per compaction. */
+static int is_pinned(const ck_compaction *c, size_t i) {
     ck_role r = c->h->msgs[i].role;
     if (r == CK_ROLE_SYSTEM || r == CK_ROLE_DEVELOPER) return 1;
-    return i == task && !(c->owner->opt.flags & CK_OPT_NO_PIN_FIRST_USER);
+    return i == c->task && !(c->owner->opt.flags & CK_OPT_NO_PIN_FIRST_USER);
 }
 
-int ck__compaction_pinned(const ck_compaction *c, size_t i) {
-    return is_pinned(c, i, first_user(c->h));
-}
+int ck__compaction_pinned(const ck_compaction *c, size_t i) { return is_pinned(c, i); }
 
 static int is_placeholder(const ck_part *p) {
     return p->text_len >= sizeof OFFLOAD_MARK - 1 &&
@@ -275,7 +275,44 @@ static int check_options(const ck_compactor_options *in, ck_compactor_options *o
         return ck__fail(err, CK_EINVAL, "unknown estimator", CK_NONE, "estimator");
     if ((unsigned)o->format > CK_FORMAT_ANTHROPIC)
         return ck__fail(err, CK_EINVAL, "unknown format", CK_NONE, "format");
+    if (o->n_retention && !o->retention)
+        return ck__fail(err, CK_EINVAL, "n_retention without policies", CK_NONE, "retention");
+    if (o->backend && (!o->backend->put || !o->backend->get))
+        return ck__fail(err, CK_EINVAL, "a backend needs both put and get", CK_NONE, "backend");
     return CK_OK;
+}
+
+/* Copies the retention policies (and their tool patterns) into the compactor. */
+static int copy_retention(ck_compactor *self, const ck_compactor_options *in) {
+    size_t n = in->n_retention;
+    self->opt.retention = NULL;
+    self->opt.n_retention = 0;
+    if (!n) return CK_OK;
+    if (n > SIZE_MAX / sizeof *self->retention) return CK_ENOMEM;
+    self->retention = ck__calloc(n, sizeof *self->retention);
+    if (!self->retention) return CK_ENOMEM;
+    for (size_t k = 0; k < n; k++) {
+        self->retention[k] = in->retention[k];
+        const char *tool = in->retention[k].tool;
+        self->retention[k].tool = NULL;
+        if (tool && !(self->retention[k].tool = ck__strndup(tool, strlen(tool)))) {
+            self->n_retention = k;
+            return CK_ENOMEM;
+        }
+    }
+    self->n_retention = n;
+    self->opt.retention = self->retention;
+    self->opt.n_retention = n;
+    return CK_OK;
+}
+
+/* The policy for a tool's outputs: the first whose pattern matches, or NULL. */
+static const ck_retention *retention_for(const ck_compactor *self, const char *tool) {
+    for (size_t k = 0; k < self->n_retention; k++) {
+        const ck_retention *r = &self->retention[k];
+        if (!r->tool || fnmatch(r->tool, tool, 0) == 0) return r;
+    }
+    return NULL;
 }
 
 /* A random session id: 16 hex digits from /dev/urandom, or from the clock and pid. */
@@ -326,8 +363,12 @@ ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) 
     self->store_dir = ck__strndup(dir, strlen(dir));
     self->opt.session_id = self->session_id;
     self->opt.store_dir = self->store_dir;
-    if (!self->session_id || !self->store_dir ||
-        !(self->store = ck__store_new(self->store_dir, self->session_id)) ||
+    if (opts->backend) {
+        self->backend = *opts->backend;
+        self->opt.backend = &self->backend;
+    }
+    if (!self->session_id || !self->store_dir || copy_retention(self, opts) ||
+        !(self->store = ck__store_new(self->store_dir, self->session_id, self->opt.backend)) ||
         ck__state_init(&self->st)) {
         ck_compactor_free(self);
         ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
@@ -357,6 +398,10 @@ void ck_compactor_free(ck_compactor *self) {
     if (!self) return;
     ck__state_dispose(&self->st);
     ck__store_free(self->store);
+    for (size_t k = 0; k < self->n_retention; k++) ck__free((char *)self->retention[k].tool);
+    ck__strs_dispose(&self->tool_refs);
+    ck__tokcache_dispose(&self->tokcache);
+    ck__free(self->retention);
     ck__free(self->session_id);
     ck__free(self->store_dir);
     ck__free(self);
@@ -474,6 +519,111 @@ int ck_compaction_request(const ck_compaction *c, ck_summary_request *out) {
     return CK_OK;
 }
 
+/* ---- token costs ----
+ * Every estimate the compactor makes goes through these, so the host's counter (when given)
+ * or the built-in estimator answers all of them alike. */
+
+/* The host counter over the strings of n parts (`stride` bytes apart) joined by newlines,
+ * plus the per-message overhead and the image charge. Sets *ok to 0 (and returns 0) when the
+ * counter cannot answer or memory runs out. */
+static uint64_t counted_parts(const ck_compactor *self, const ck_part *parts, size_t stride,
+                              size_t n, int *ok) {
+    ck__buf joined;
+    ck__buf_init(&joined);
+    uint64_t images = 0;
+    const char *at = (const char *)parts;
+    for (size_t k = 0; k < n; k++, at += stride) {
+        const ck_part *p = (const ck_part *)(const void *)at;
+        if (p->kind == CK_PART_IMAGE) {
+            images++;
+            continue;
+        }
+        const char *str[3] = {p->name, p->id, p->text};
+        size_t len[3] = {p->name_len, p->id_len, p->text_len};
+        for (int j = 0; j < 3; j++) {
+            if (!len[j]) continue;
+            if (joined.len) ck__buf_addc(&joined, '\n');
+            ck__buf_add(&joined, str[j], len[j]);
+        }
+    }
+    uint64_t tokens = UINT64_MAX;
+    if (!joined.failed)
+        tokens = joined.len ? self->opt.counter.count(self->opt.counter.ctx,
+                                                      joined.data ? joined.data : "", joined.len)
+                            : 0;
+    ck__buf_dispose(&joined);
+    *ok = tokens != UINT64_MAX;
+    return *ok ? tokens + images * CK_IMAGE_TOKENS + CK_MESSAGE_OVERHEAD : 0;
+}
+
+/* Tokens of n parts as one message, by the counter or the estimator. *cacheable (may be
+ * NULL) is cleared when the counter failed and the estimator answered instead. */
+static uint64_t parts_cost(const ck_compactor *self, const ck_part *parts, size_t stride,
+                           size_t n, int *cacheable) {
+    if (self->opt.counter.count) {
+        int ok;
+        uint64_t t = counted_parts(self, parts, stride, n, &ok);
+        if (ok) return t;
+        if (cacheable) *cacheable = 0;
+    }
+    return ck__estimate_parts(parts, stride, n, self->opt.estimator);
+}
+
+uint64_t ck__compactor_text_tokens(const ck_compactor *self, const char *text, size_t len) {
+    if (self->opt.counter.count && len) {
+        uint64_t t = self->opt.counter.count(self->opt.counter.ctx, text, len);
+        if (t != UINT64_MAX) return t;
+    }
+    return ck_estimate_text(text, len, self->opt.estimator);
+}
+
+/* The cache of message costs by content hash: a turn re-measures only new messages, and a
+ * host counter is asked once per message content. Open addressing; key 0 marks a free slot. */
+static struct ck__tokslot *tokcache_slot(const ck__tokcache *tc, uint64_t key) {
+    size_t mask = tc->cap - 1;
+    for (size_t at = (size_t)key & mask;; at = (at + 1) & mask)
+        if (tc->slots[at].key == key || tc->slots[at].key == 0) return &tc->slots[at];
+}
+
+static void tokcache_put(ck__tokcache *tc, uint64_t key, uint64_t tokens) {
+    if ((tc->count + 1) * 2 > tc->cap) {
+        size_t cap = tc->cap ? tc->cap * 2 : 1024;
+        ck__tokcache grown = {ck__calloc(cap, sizeof *tc->slots), cap, 0};
+        if (!grown.slots) return; /* a cache that cannot grow only costs time */
+        for (size_t k = 0; k < tc->cap; k++) {
+            if (!tc->slots[k].key) continue;
+            *tokcache_slot(&grown, tc->slots[k].key) = tc->slots[k];
+            grown.count++;
+        }
+        ck__free(tc->slots);
+        *tc = grown;
+    }
+    struct ck__tokslot *slot = tokcache_slot(tc, key);
+    if (!slot->key) tc->count++;
+    slot->key = key;
+    slot->tokens = tokens;
+}
+
+void ck__tokcache_dispose(ck__tokcache *tc) {
+    ck__free(tc->slots);
+    memset(tc, 0, sizeof *tc);
+}
+
+/* Tokens of message i of h, from the cache when its content was measured before. */
+static uint64_t cached_message_tokens(ck_compactor *self, const ck_history *h, size_t i) {
+    uint64_t key = message_hash(h, i) | 1;
+    ck__tokcache *tc = &self->tokcache;
+    if (tc->cap) {
+        const struct ck__tokslot *slot = tokcache_slot(tc, key);
+        if (slot->key == key) return slot->tokens;
+    }
+    int cacheable = 1;
+    uint64_t t = parts_cost(self, ck__msg_parts(h, i), sizeof(ck_part), h->msgs[i].n_parts,
+                            &cacheable);
+    if (cacheable) tokcache_put(tc, key, t);
+    return t;
+}
+
 static int set_text(char **dst, size_t *dst_len, const char *text, size_t len) {
     char *copy = ck__strndup(text ? text : "", text ? len : 0);
     if (!copy) return CK_ENOMEM;
@@ -505,7 +655,24 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
     int any = 0;
     for (size_t k = 0; k < n && !any; k++) any = c->subst[first + k] != NULL;
     ck_estimator est = c->owner->opt.estimator;
-    if (!any) return ck_estimate_message(h, i, est);
+    if (!any) return cached_message_tokens(c->owner, h, i);
+    if (c->owner->opt.counter.count) {
+        /* The counter measures the message whole, placeholders in place. */
+        ck_part *with = ck__malloc(n * sizeof *with);
+        if (with) {
+            for (size_t k = 0; k < n; k++) {
+                with[k] = parts[k];
+                if (c->subst[first + k]) {
+                    with[k].text = c->subst[first + k];
+                    with[k].text_len = c->subst_len[first + k];
+                }
+            }
+            int ok;
+            uint64_t t = counted_parts(c->owner, with, sizeof *with, n, &ok);
+            ck__free(with);
+            if (ok) return t;
+        }
+    }
     uint64_t overhead = est != CK_EST_CHARS4 ? CK_MESSAGE_OVERHEAD : 0;
     uint64_t tokens = overhead;
     for (size_t k = 0; k < n; k++) {
@@ -522,10 +689,11 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
 
 /* Renders the placeholder for an offloaded tool output: where the full text is, its size, a
  * preview capped in lines and in bytes (so one huge line cannot come back whole), and how to
- * read the rest. Outputs that look like command, test or build results also keep their error
- * lines and their last lines, which is where such output says what happened. */
+ * read the rest. The tool's retention policy says which lines the preview keeps; without one,
+ * outputs that look like command, test or build results also keep their error lines and their
+ * last lines, which is where such output says what happened. */
 static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o,
-                              size_t max_lines, size_t max_bytes) {
+                              const ck_retention *policy, size_t max_lines, size_t max_bytes) {
     /* Ids are the caller's: a huge one is shown cut, and the model is pointed at the path,
      * which the store keeps short, so the header stays small whatever the id. */
     size_t id_show = ck__clip(p->id, p->id_len, 120), ref_len = strlen(o->ref);
@@ -536,16 +704,32 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
                    (unsigned long long)o->lines, p->text_len, o->path);
     ck__buf_printf(b, "read more with read_evidence(ref=\"%s\", offset=LINE, limit=N)\n",
                    ref_len <= 120 ? o->ref : o->path);
-    int commandish = ck__looks_failed(p->text, p->text_len, p->flags);
+    size_t head, tail_n, errors_max;
+    if (policy) {
+        head = policy->head;
+        tail_n = policy->tail;
+        errors_max = policy->error_lines;
+        if (policy->max_bytes) max_bytes = policy->max_bytes > SIZE_MAX ? SIZE_MAX
+                                                                          : policy->max_bytes;
+        max_lines = head + tail_n + errors_max;
+    } else {
+        int commandish = ck__looks_failed(p->text, p->text_len, p->flags);
+        head = commandish ? max_lines / 2 : max_lines;
+        tail_n = commandish ? max_lines - head : 0;
+        errors_max = commandish ? 5 : 0;
+    }
+    if (!max_lines) {
+        ck__buf_adds(b, "preview: none (retention policy)\n");
+        return b->failed ? CK_ENOMEM : CK_OK;
+    }
     /* Line starts of the head, the error lines and the tail, chosen without copying. */
-    size_t head = commandish ? max_lines / 2 : max_lines;
-    size_t tail_n = commandish ? max_lines - head : 0;
-    size_t per_line = max_bytes / (max_lines ? max_lines : 1);
+    size_t per_line = max_bytes / max_lines;
     if (per_line < 80) per_line = 80;
     size_t used = 0, line_no = 0, shown = 0;
     const char *s = p->text, *end = p->text + p->text_len;
-    ck__buf_printf(b, "preview (%s):\n", commandish ? "first lines, error lines, last lines"
-                                                      : "first lines");
+    ck__buf_printf(b, "preview (%s%s%s%s%s):\n", head ? "first lines" : "",
+                   head && errors_max ? ", " : "", errors_max ? "error lines" : "",
+                   (head || errors_max) && tail_n ? ", " : "", tail_n ? "last lines" : "");
     size_t errors_shown = 0;
     /* The tail region starts at the tail_n-th line from the end (a final newline does not
      * open another line). Only the tail is walked, so huge outputs cost little here. */
@@ -562,7 +746,7 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
         int want = line_no < head || s >= tail_from ||
-                   (commandish && errors_shown < 5 && ck__looks_failed(s, len, 0) &&
+                   (errors_shown < errors_max && ck__looks_failed(s, len, 0) &&
                     (errors_shown++, 1));
         if (want && used < max_bytes) {
             if (skipped) {
@@ -618,14 +802,14 @@ static const char *tool_name_of(const ck_history *h, const char *id, size_t id_l
     return "tool";
 }
 
-/* Sets the placeholder of part g (message i) from its offload record. */
-static int substitute(ck_compaction *c, size_t i, size_t g, const ck__offload *o,
-                      size_t max_lines, size_t max_bytes) {
+/* Sets the placeholder of part g from its offload record. */
+static int substitute(ck_compaction *c, size_t g, const ck__offload *o, size_t max_lines,
+                      size_t max_bytes) {
     ck__buf b;
     ck__buf_init(&b);
     const ck_part *p = &c->h->parts[g];
-    int rc = render_placeholder(&b, p, o, max_lines, max_bytes);
-    (void)i;
+    int rc = render_placeholder(&b, p, o, retention_for(c->owner, o->tool), max_lines,
+                                max_bytes);
     if (rc) {
         ck__buf_dispose(&b);
         return rc;
@@ -635,15 +819,23 @@ static int substitute(ck_compaction *c, size_t i, size_t g, const ck__offload *o
     return c->subst[g] ? CK_OK : CK_ENOMEM;
 }
 
+/* True when a retention policy keeps this tool's outputs in the view. */
+static int never_offloaded(const ck_compactor *self, const char *tool, size_t tool_len) {
+    if (!self->n_retention) return 0;
+    char *name = ck__strndup(tool, tool_len);
+    /* Out of memory here only means the output is offloaded as if no policy said otherwise. */
+    const ck_retention *r = name ? retention_for(self, name) : NULL;
+    ck__free(name);
+    return r && (r->flags & CK_RETAIN_NEVER_OFFLOAD);
+}
+
 /* True when `placeholder` in place of part p's text costs fewer tokens. */
 static int smaller(const ck_compactor *self, const ck_part *p, const char *placeholder,
                    size_t len) {
     ck_part with = *p;
     with.text = placeholder;
     with.text_len = len;
-    ck_estimator est = self->opt.estimator;
-    return ck__estimate_parts(&with, sizeof with, 1, est) <
-           ck__estimate_parts(p, sizeof *p, 1, est);
+    return parts_cost(self, &with, sizeof with, 1, NULL) < parts_cost(self, p, sizeof *p, 1, NULL);
 }
 
 /* True when the store already holds exactly `text` under `ref`. */
@@ -752,6 +944,7 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
             if (!rec) {
                 size_t tool_len;
                 const char *tool = tool_name_of(h, p->id, p->id_len, i, &tool_len);
+                if (never_offloaded(self, tool, tool_len)) continue;
                 ck__offload o;
                 ck_error err;
                 int rc = store_output(self, p, tool, tool_len, hash, &o, &err);
@@ -770,7 +963,7 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
                 c->new_offloads[c->n_new_offloads++] = o;
                 rec = &c->new_offloads[c->n_new_offloads - 1];
             }
-            int rc = substitute(c, i, g, rec, 10, 1024);
+            int rc = substitute(c, g, rec, 10, 1024);
             if (rc) return rc;
             if (!smaller(self, p, c->subst[g], c->subst_len[g])) {
                 /* Some long outputs are cheap (a run of blanks): a placeholder would cost more
@@ -837,9 +1030,8 @@ static int resolve_base(ck_compaction *c) {
  * (the state's, or a budget for the one being made). */
 static uint64_t prefix_tokens(const ck_compaction *c, size_t k, uint64_t checkpoint_tokens) {
     uint64_t t = checkpoint_tokens;
-    size_t task = first_user(c->h);
     for (size_t i = 0; i < k; i++)
-        if (is_pinned(c, i, task) && i != c->marker) t += c->tok[i];
+        if (is_pinned(c, i) && i != c->marker) t += c->tok[i];
     return t;
 }
 
@@ -857,7 +1049,7 @@ static uint64_t state_checkpoint_tokens(const ck_compaction *c) {
     p.kind = CK_PART_TEXT;
     p.text = st->checkpoint;
     p.text_len = st->checkpoint_len;
-    return ck__estimate_parts(&p, sizeof p, 1, c->owner->opt.estimator);
+    return parts_cost(c->owner, &p, sizeof p, 1, NULL);
 }
 
 /* Tokens of the view as it stands before compacting. With a checkpoint from the state the
@@ -896,9 +1088,8 @@ static size_t tail_start(const ck_compaction *c) {
 
 /* True when [base, k) holds anything that is not pinned, i.e. there is something to fold. */
 static int span_has_content(const ck_compaction *c, size_t k) {
-    size_t task = first_user(c->h);
     for (size_t i = c->base; i < k; i++)
-        if (!is_pinned(c, i, task)) return 1;
+        if (!is_pinned(c, i)) return 1;
     return 0;
 }
 
@@ -986,14 +1177,17 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
                 !(c->subst = ck__calloc(n_parts, sizeof *c->subst)) ||
                 !(c->subst_len = ck__calloc(n_parts, sizeof *c->subst_len))))
         rc = CK_ENOMEM;
+    if (!rc) c->task = first_user(c->h);
     if (!rc) rc = resolve_base(c);
     if (!rc && self->st.active &&
         !(c->previous = ck__strndup(self->st.checkpoint, self->st.checkpoint_len)))
         rc = CK_ENOMEM;
     if (!rc) {
         c->previous_len = self->st.active ? self->st.checkpoint_len : 0;
-        for (size_t i = 0; i < n; i++)
-            c->tok[i] = ck_estimate_message(c->h, i, self->opt.estimator);
+        /* Entries for messages long gone are dropped now and then, so the cache stays within
+         * a small multiple of the history. */
+        if (self->tokcache.count > 2 * n + 4096) ck__tokcache_dispose(&self->tokcache);
+        for (size_t i = 0; i < n; i++) c->tok[i] = cached_message_tokens(self, c->h, i);
         c->tail = tail_start(c);
         /* Outputs offloaded before keep their placeholders on every later call, in the tail
          * too: the tail is never offloaded anew, but a view that already showed a placeholder
@@ -1069,11 +1263,10 @@ static int build_view(ck_compaction *c, size_t k, const char *checkpoint, size_t
     ck_view *v = ck__view_new();
     if (!v) return CK_ENOMEM;
     const ck_history *h = c->h;
-    size_t task = first_user(h);
     int rc = CK_OK;
     if (checkpoint) {
         for (size_t i = 0; i < k && !rc; i++)
-            if (is_pinned(c, i, task) && i != c->marker) rc = add_message(c, v, i);
+            if (is_pinned(c, i) && i != c->marker) rc = add_message(c, v, i);
         if (!rc) rc = add_checkpoint(v, checkpoint, checkpoint_len, c->format);
     } else {
         k = 0;
@@ -1093,8 +1286,8 @@ static uint64_t view_tokens(const ck_compaction *c, const ck_view *v) {
         ck_out_msg m;
         ck_view_get(v, i, &m);
         t += m.op == CK_OP_KEEP ? c->tok[m.src]
-                                : ck__estimate_parts(&m.parts[0].part, sizeof m.parts[0],
-                                                     m.n_parts, c->owner->opt.estimator);
+                                : parts_cost(c->owner, &m.parts[0].part, sizeof m.parts[0],
+                                             m.n_parts, NULL);
     }
     return t;
 }
@@ -1216,9 +1409,9 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
         for (size_t i = 0; i < ck_view_count(view); i++) {
             ck_out_msg m;
             ck_view_get(view, i, &m);
-            t += m.op == CK_OP_KEEP ? ck_estimate_message(c->src, m.src, self->opt.estimator)
-                                    : ck__estimate_parts(&m.parts[0].part, sizeof m.parts[0],
-                                                         m.n_parts, self->opt.estimator);
+            t += m.op == CK_OP_KEEP ? cached_message_tokens(self, c->src, m.src)
+                                    : parts_cost(self, &m.parts[0].part, sizeof m.parts[0],
+                                                 m.n_parts, NULL);
         }
         c->tokens_after = t;
     }
@@ -1332,20 +1525,24 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
     ck__buf_init(&b);
     for (size_t k = 0; k < m->n_parts && !rc; k++) {
         const ck_part *p = &parts[k];
+        const char *tool = p->name_len ? p->name : "tool";
+        size_t tool_len = p->name_len ? p->name_len : 4;
         int big = p->kind == CK_PART_TOOL_RESULT && p->id_len && !is_placeholder(p) &&
-                  p->text_len > self->opt.tool_offload_threshold;
+                  p->text_len > self->opt.tool_offload_threshold &&
+                  !never_offloaded(self, tool, tool_len);
         ck__offload o;
         memset(&o, 0, sizeof o);
         if (big) {
             ck_error werr;
-            const char *tool = p->name_len ? p->name : "tool";
-            int put = store_output(self, p, tool, p->name_len ? p->name_len : 4,
-                                   ck__hash_text(p->text, p->text_len), &o, &werr);
+            int put = store_output(self, p, tool, tool_len, ck__hash_text(p->text, p->text_len),
+                                   &o, &werr);
             if (put == CK_ENOMEM) rc = put;
             else if (put) {
                 /* Fail-open: the output stays; the caller hears why through err. */
                 if (err) *err = werr;
                 big = 0;
+            } else if (self->opt.backend) {
+                rc = ck__strs_push_unique(&self->tool_refs, o.ref, strlen(o.ref));
             }
         }
         if (rc || !big) {
@@ -1353,7 +1550,7 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
             continue;
         }
         b.len = 0;
-        rc = render_placeholder(&b, p, &o, 20, 2048);
+        rc = render_placeholder(&b, p, &o, retention_for(self, o.tool), 20, 2048);
         const char *text = rc ? NULL : ck__view_own(v, b.data, b.len);
         if (!rc && !text) rc = CK_ENOMEM;
         if (!rc) rc = ck__view_add_replaced_part(v, history, i, k, text, b.len);
@@ -1385,9 +1582,37 @@ int ck_compactor_search_evidence(const ck_compactor *self, const char *ref, size
                                  size_t *out_len, ck_error *err) {
     ck__error_clear(err);
     if (!self || !pattern || !out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    /* A backend cannot be listed: the session's evidence is what this compactor stored or
+     * resumed, each ref once, oldest first. */
+    const char **refs = NULL;
+    size_t n_refs = 0;
+    ck__idmap seen;
+    memset(&seen, 0, sizeof seen);
+    int rc = CK_OK;
+    if (self->opt.backend && !ref) {
+        const ck__state *st = &self->st;
+        size_t most = st->n_offloads + st->n_users + self->tool_refs.n;
+        if (!(refs = ck__calloc(most ? most : 1, sizeof *refs)) || ck__idmap_init(&seen, most))
+            rc = CK_ENOMEM;
+        for (size_t k = 0; !rc && k < most; k++) {
+            const char *r = k < st->n_offloads ? st->offloads[k].ref
+                            : k < st->n_offloads + st->n_users
+                                ? st->users[k - st->n_offloads].ref
+                                : self->tool_refs.v[k - st->n_offloads - st->n_users].s;
+            if (!r) continue;
+            int fresh = ck__idmap_put(&seen, r, strlen(r), k);
+            if (fresh < 0) rc = CK_ENOMEM;
+            else if (fresh) refs[n_refs++] = r;
+        }
+    }
     size_t len = 0;
-    int rc = ck__store_search(self->store, ref, ref_len, pattern, max_hits ? max_hits : 1000,
-                              out, &len, err);
+    if (!rc)
+        rc = ck__store_search(self->store, ref, ref_len, pattern, max_hits ? max_hits : 1000,
+                              refs, n_refs, out, &len, err);
+    else
+        rc = ck__fail(err, rc, NULL, CK_NONE, NULL);
+    ck__idmap_dispose(&seen);
+    ck__free(refs);
     if (out_len) *out_len = rc ? 0 : len;
     return rc;
 }

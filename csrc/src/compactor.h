@@ -81,11 +81,29 @@ typedef struct ck__state {
     size_t compacted;    /* messages compacted over the session */
 } ck__state;
 
+/* Message token costs by content hash (see compactor.c). */
+typedef struct ck__tokcache {
+    struct ck__tokslot {
+        uint64_t key, tokens; /* key 0: free */
+    } *slots;
+    size_t cap, count; /* cap: a power of two, or 0 */
+} ck__tokcache;
+
+void ck__tokcache_dispose(ck__tokcache *tc);
+
+/* Tokens of a text by the compactor's counter or estimator (uncached). */
+uint64_t ck__compactor_text_tokens(const ck_compactor *self, const char *text, size_t len);
+
 struct ck_compactor {
     ck_compactor_options opt; /* defaults filled in; the strings point at the copies below */
     char *session_id;
     char *store_dir;
     ck__store *store;
+    ck_retention *retention; /* copies, tool patterns owned */
+    size_t n_retention;
+    ck_evidence_backend backend;
+    ck__strs tool_refs; /* with a backend: refs stored by ck_compactor_offload() */
+    ck__tokcache tokcache;
     ck__state st;
     int resume_error; /* the audit log existed but its last record could not be used */
 };
@@ -103,6 +121,8 @@ struct ck_compaction {
     size_t base;     /* first message not covered by the state's checkpoint */
     size_t marker;   /* index of a checkpoint message found in the history, or CK_NONE */
     size_t tail;     /* first message of the tail */
+    size_t task;     /* the first user message (pinned unless the options say not), or
+                        CK_NONE */
     size_t cut;      /* end of the span to compact; == base when nothing is compacted */
     int summarize;   /* a model summary is wanted */
     uint64_t *tok;   /* per message of h, with placeholders applied */

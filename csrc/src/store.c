@@ -22,9 +22,10 @@
 #include "./store.h"
 
 struct ck__store {
-    char *results;  /* <dir>/tool_results/<session> */
+    char *results;  /* <dir>/tool_results/<session>, or tool_results/<session> with a backend */
     char *log_dir;  /* <dir>/compactions */
     char *log_path; /* <dir>/compactions/<session>.jsonl */
+    ck_evidence_backend be; /* be.get NULL: evidence lives in files under `results` */
 };
 
 /* Ids kept as themselves are at most this long; hashed ones keep a prefix of this length. */
@@ -146,7 +147,8 @@ static char *store_concat(const char *a, const char *b, const char *c) {
     return out;
 }
 
-ck__store *ck__store_new(const char *dir, const char *session_id) {
+ck__store *ck__store_new(const char *dir, const char *session_id,
+                         const ck_evidence_backend *backend) {
     if (!dir || !session_id) return NULL;
     ck__store *s = ck__calloc(1, sizeof *s);
     char *session = ck__store_encode_id(session_id, strlen(session_id));
@@ -159,9 +161,12 @@ ck__store *ck__store_new(const char *dir, const char *session_id) {
     base = dlen ? ck__strndup(dir, dlen) : ck__strndup(".", 1);
     if (!base) goto fail;
     const char *sep = strcmp(base, "/") == 0 ? "" : "/";
-    char *tools = store_concat(base, sep, "tool_results/");
+    /* With a backend, keys are the same relative names the files would have. */
+    char *tools = backend ? store_concat("tool_results/", "", "")
+                          : store_concat(base, sep, "tool_results/");
     if (tools) s->results = store_concat(tools, session, "");
     ck__free(tools);
+    if (backend) s->be = *backend;
     s->log_dir = store_concat(base, sep, "compactions");
     if (s->log_dir) {
         char *slash = store_concat(s->log_dir, "/", session);
@@ -326,6 +331,31 @@ static void store_sync_folder(const char *folder) {
     close(fd);
 }
 
+/* A backend call's failure as a store error: the callback's reason (in err->where) is kept. */
+static int store_backend_fail(ck_error *err, int rc, const char *what, const char *key) {
+    if (rc == CK_ENOMEM) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    char why[sizeof err->where];
+    snprintf(why, sizeof why, "%s", err && err->where[0] ? err->where : ck_strerror(rc));
+    return ck__fail(err, CK_EIO, what, CK_NONE, "%s: %s", key, why);
+}
+
+/* The backend's text under `key`: *out NULL when nothing is stored. */
+static int store_backend_get(const ck__store *s, const char *key, char **out, size_t *out_len,
+                             ck_error *err) {
+    *out = NULL;
+    *out_len = 0;
+    ck__error_clear(err);
+    if (err) err->where[0] = '\0';
+    int rc = s->be.get(s->be.ctx, key, out, out_len, err);
+    if (rc != CK_OK) {
+        ck__free(*out);
+        *out = NULL;
+        return store_backend_fail(err, rc, "the evidence backend could not read", key);
+    }
+    if (!*out) *out_len = 0;
+    return CK_OK;
+}
+
 int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data, size_t len,
                   int *existed, ck_error *err) {
     ck__error_clear(err);
@@ -334,6 +364,20 @@ int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data,
     *existed = 0;
     char *path = ck__store_path(s, id, id_len);
     if (!path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    if (s->be.get) {
+        char *have;
+        size_t have_len;
+        int rc = store_backend_get(s, path, &have, &have_len, err);
+        if (!rc && have) *existed = 1;
+        ck__free(have);
+        if (!rc && !*existed) {
+            if (err) err->where[0] = '\0';
+            rc = s->be.put(s->be.ctx, path, data, len, err);
+            if (rc) rc = store_backend_fail(err, rc, "the evidence backend could not store", path);
+        }
+        ck__free(path);
+        return rc;
+    }
     struct stat st;
     if (lstat(path, &st) == 0) {
         *existed = 1;
@@ -408,6 +452,29 @@ done:
 
 /* ---- resolving a ref ---- */
 
+/* What a read goes through: an open file, or a text a backend returned. */
+typedef struct store_src {
+    int fd;    /* -1 for text */
+    char *mem; /* owned */
+    size_t len, pos;
+} store_src;
+
+static ssize_t store_src_read(store_src *src, char *buf, size_t n) {
+    if (src->fd >= 0) return store_read_some(src->fd, buf, n);
+    size_t left = src->len - src->pos;
+    if (n > left) n = left;
+    if (n) memcpy(buf, src->mem + src->pos, n);
+    src->pos += n;
+    return (ssize_t)n;
+}
+
+static void store_src_close(store_src *src) {
+    if (src->fd >= 0) close(src->fd);
+    ck__free(src->mem);
+    src->fd = -1;
+    src->mem = NULL;
+}
+
 enum { STORE_OPENED = 0, STORE_MISSING = -1, STORE_REFUSED = -2, STORE_IO = -3 };
 
 /* Opens `path` for reading when it is a regular file that is not a symbolic link. O_NONBLOCK
@@ -451,12 +518,50 @@ static int store_is_results_dir(const ck__store *s, const char *dir) {
            strcmp(want, got) == 0;
 }
 
-/* Opens the evidence that `ref` names: first as an id, then as a path inside this session's
- * folder, then as a bare hashed file name (what session-wide search reports). Sets *fd and
- * *path (the file's path, caller frees). */
-static int store_open_ref(const ck__store *s, const char *ref, size_t ref_len, int *fd,
+static int store_no_ref(ck_error *err, const char *ref, size_t ref_len) {
+    return ck__fail(err, CK_EINVAL, "no evidence for this ref in this session", CK_NONE,
+                    "%.*s", (int)(ref_len < 111 ? ref_len : 111), ref ? ref : "");
+}
+
+/* The backend's evidence for `ref`: an id, a key as placeholders state it, or a bare hashed
+ * name. */
+static int store_open_key(const ck__store *s, const char *ref, size_t ref_len, store_src *src,
                           char **path, ck_error *err) {
-    *fd = -1;
+    *path = ck__store_path(s, ref, ref_len);
+    if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    int rc = store_backend_get(s, *path, &src->mem, &src->len, err);
+    if (rc || src->mem) return rc;
+    ck__free(*path);
+    *path = NULL;
+    size_t dir = strlen(s->results);
+    const char *name = NULL;
+    size_t name_len = 0;
+    if (ref_len > dir + 1 && memcmp(ref, s->results, dir) == 0 && ref[dir] == '/') {
+        name = ref + dir + 1;
+        name_len = ref_len - dir - 1;
+    } else if (memchr(ref, '~', ref_len)) {
+        name = ref;
+        name_len = ref_len;
+    }
+    if (!name || !store_evidence_name(name, name_len)) return store_no_ref(err, ref, ref_len);
+    char *bare = ck__strndup(name, name_len);
+    *path = bare ? store_concat(s->results, "/", bare) : NULL;
+    ck__free(bare);
+    if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    rc = store_backend_get(s, *path, &src->mem, &src->len, err);
+    if (rc || src->mem) return rc;
+    return store_no_ref(err, ref, ref_len);
+}
+
+/* Opens the evidence that `ref` names: first as an id, then as a path inside this session's
+ * folder, then as a bare hashed file name (what session-wide search reports). Sets *src and
+ * *path (the file's path or key, caller frees). */
+static int store_open_ref(const ck__store *s, const char *ref, size_t ref_len, store_src *src,
+                          char **path, ck_error *err) {
+    src->fd = -1;
+    src->mem = NULL;
+    src->len = src->pos = 0;
+    if (s->be.get) return store_open_key(s, ref, ref_len, src, path, err);
     *path = ck__store_path(s, ref, ref_len);
     if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     int got = store_open_regular(*path);
@@ -475,22 +580,20 @@ static int store_open_ref(const ck__store *s, const char *ref, size_t ref_len, i
         }
         if (name) *path = store_concat(s->results, "/", name);
         ck__free(copy);
-        if (!name)
-            return ck__fail(err, CK_EINVAL, "no evidence for this ref in this session", CK_NONE,
-                            "%.*s", (int)(ref_len < 111 ? ref_len : 111), ref ? ref : "");
+        if (!name) return store_no_ref(err, ref, ref_len);
         if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
         got = store_open_regular(*path);
     }
     if (got >= 0) {
-        *fd = got;
+        src->fd = got;
         return CK_OK;
     }
     int e = errno;
     if (got == STORE_IO) return store_io_fail(err, e, *path);
-    return ck__fail(err, CK_EINVAL,
-                    got == STORE_REFUSED ? "ref is not a regular evidence file"
-                                         : "no evidence for this ref in this session",
-                    CK_NONE, "%.*s", (int)(ref_len < 111 ? ref_len : 111), ref ? ref : "");
+    if (got == STORE_REFUSED)
+        return ck__fail(err, CK_EINVAL, "ref is not a regular evidence file", CK_NONE, "%.*s",
+                        (int)(ref_len < 111 ? ref_len : 111), ref ? ref : "");
+    return store_no_ref(err, ref, ref_len);
 }
 
 int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t offset,
@@ -498,10 +601,11 @@ int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t o
     ck__error_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
-    int fd;
+    store_src src;
     char *path;
-    int rc = store_open_ref(s, ref, ref_len, &fd, &path, err);
+    int rc = store_open_ref(s, ref, ref_len, &src, &path, err);
     if (rc) {
+        store_src_close(&src);
         ck__free(path);
         return rc;
     }
@@ -513,7 +617,7 @@ int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t o
     ssize_t n = 0;
     /* Lines before `offset` are only counted; bytes are copied from the first wanted line on,
      * and reading stops as soon as the last wanted line is complete. */
-    while (line < end && (n = store_read_some(fd, chunk, sizeof chunk)) > 0) {
+    while (line < end && (n = store_src_read(&src, chunk, sizeof chunk)) > 0) {
         size_t i = 0;
         while (i < (size_t)n && line < end) {
             char *nl = memchr(chunk + i, '\n', (size_t)n - i);
@@ -524,7 +628,7 @@ int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t o
         }
     }
     int e = errno;
-    close(fd);
+    store_src_close(&src);
     if (n < 0) rc = store_io_fail(err, e, path);
     ck__free(path);
     if (rc) {
@@ -612,13 +716,13 @@ static void store_grep_check(store_grep *g, const char *ref, size_t ref_len, siz
     g->hits++;
 }
 
-/* Searches one open file. Returns CK_OK, CK_ENOMEM, or CK_EIO (errno set). */
-static int store_grep_fd(store_grep *g, int fd, const char *ref, size_t ref_len) {
+/* Searches one opened evidence. Returns CK_OK, CK_ENOMEM, or CK_EIO (errno set). */
+static int store_grep_src(store_grep *g, store_src *src, const char *ref, size_t ref_len) {
     char chunk[STORE_CHUNK];
     size_t line_no = 0;
     ssize_t n;
     g->line.len = 0;
-    while (g->hits < g->max_hits && (n = store_read_some(fd, chunk, sizeof chunk)) != 0) {
+    while (g->hits < g->max_hits && (n = store_src_read(src, chunk, sizeof chunk)) != 0) {
         if (n < 0) return CK_EIO;
         size_t i = 0;
         while (i < (size_t)n && g->hits < g->max_hits) {
@@ -681,14 +785,14 @@ static int store_grep_session(const ck__store *s, store_grep *g, ck_error *err) 
             rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
             break;
         }
-        int fd = store_open_regular(path);
-        if (fd == STORE_IO) rc = store_io_fail(err, errno, path);
-        if (fd >= 0) {
+        store_src src = {store_open_regular(path), NULL, 0, 0};
+        if (src.fd == STORE_IO) rc = store_io_fail(err, errno, path);
+        if (src.fd >= 0) {
             size_t len = strlen(names[i]);
             if (!strchr(names[i], '~')) len -= 4;
-            rc = store_grep_fd(g, fd, names[i], len);
+            rc = store_grep_src(g, &src, names[i], len);
             int e = errno;
-            close(fd);
+            store_src_close(&src);
             if (rc == CK_EIO) rc = store_io_fail(err, e, path);
             else if (rc) rc = ck__fail(err, rc, NULL, CK_NONE, NULL);
         }
@@ -699,8 +803,25 @@ static int store_grep_session(const ck__store *s, store_grep *g, ck_error *err) 
     return rc;
 }
 
+static int store_grep_ref(const ck__store *s, store_grep *g, const char *ref, size_t ref_len,
+                          ck_error *err) {
+    store_src src;
+    char *path;
+    int rc = store_open_ref(s, ref, ref_len, &src, &path, err);
+    if (!rc) {
+        rc = store_grep_src(g, &src, ref, ref_len);
+        int e = errno;
+        if (rc == CK_EIO) rc = store_io_fail(err, e, path);
+        else if (rc) rc = ck__fail(err, rc, NULL, CK_NONE, NULL);
+    }
+    store_src_close(&src);
+    ck__free(path);
+    return rc;
+}
+
 int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const char *pattern,
-                     size_t max_hits, char **out, size_t *out_len, ck_error *err) {
+                     size_t max_hits, const char *const *refs, size_t n_refs, char **out,
+                     size_t *out_len, ck_error *err) {
     ck__error_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -718,17 +839,12 @@ int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const 
     store_grep g = {&re, max_hits, 0, &json, {NULL, 0, 0, 0}};
     int rc;
     if (ref) {
-        int fd;
-        char *path;
-        rc = store_open_ref(s, ref, ref_len, &fd, &path, err);
-        if (!rc) {
-            rc = store_grep_fd(&g, fd, ref, ref_len);
-            int e = errno;
-            close(fd);
-            if (rc == CK_EIO) rc = store_io_fail(err, e, path);
-            else if (rc) rc = ck__fail(err, rc, NULL, CK_NONE, NULL);
-        }
-        ck__free(path);
+        rc = store_grep_ref(s, &g, ref, ref_len, err);
+    } else if (s->be.get) {
+        /* A backend cannot be listed: the session's evidence is what the caller knows of. */
+        rc = CK_OK;
+        for (size_t i = 0; !rc && i < n_refs && g.hits < max_hits; i++)
+            rc = store_grep_ref(s, &g, refs[i], strlen(refs[i]), err);
     } else {
         rc = store_grep_session(s, &g, err);
     }

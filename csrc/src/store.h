@@ -14,8 +14,11 @@
 typedef struct ck__store ck__store;
 
 /* A store over `dir` for `session_id` (both NUL-terminated, copied). Creates nothing yet.
- * NULL when out of memory. */
-ck__store *ck__store_new(const char *dir, const char *session_id);
+ * With a backend (copied; NULL for none), evidence goes to it under keys
+ * "tool_results/<session>/<file>.txt", which ck__store_path then returns; the audit log stays
+ * under `dir`. NULL when out of memory. */
+ck__store *ck__store_new(const char *dir, const char *session_id,
+                         const ck_evidence_backend *backend);
 void ck__store_free(ck__store *s);
 
 /* The file-name form of an id: the id itself when it is made only of [A-Za-z0-9._-], is not
@@ -48,10 +51,13 @@ int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t o
 /* Lines that contain `pattern` (a POSIX extended regular expression) in the evidence named by
  * `ref`, or in every evidence file of the session when ref is NULL. The result is a JSON array
  * text of {"ref": id-or-file-name, "line": 1-based number, "text": the line without its
- * newline}, at most `max_hits` entries, files in name order. CK_EINVAL for a bad pattern
- * (err->where = "pattern") or an unknown ref. Caller owns *out (ck__free). */
+ * newline}, at most `max_hits` entries, files in name order. A backend cannot be listed, so
+ * with one the session's evidence is `refs` (n_refs NUL-terminated refs, in that order).
+ * CK_EINVAL for a bad pattern (err->where = "pattern") or an unknown ref. Caller owns *out
+ * (ck__free). */
 int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const char *pattern,
-                     size_t max_hits, char **out, size_t *out_len, ck_error *err);
+                     size_t max_hits, const char *const *refs, size_t n_refs, char **out,
+                     size_t *out_len, ck_error *err);
 
 /* Appends one line (a newline is added) to the session's audit log, creating it 0600.
  * Returns CK_OK, CK_ENOMEM or CK_EIO (err->where = the path). */

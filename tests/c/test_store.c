@@ -107,7 +107,8 @@ static char *search_ok(const ck__store *s, const char *ref, const char *pattern,
     char *out = NULL;
     size_t len = 0;
     ck_error err;
-    int rc = ck__store_search(s, ref, ref ? strlen(ref) : 0, pattern, max_hits, &out, &len, &err);
+    int rc = ck__store_search(s, ref, ref ? strlen(ref) : 0, pattern, max_hits, NULL, 0, &out,
+                              &len, &err);
     INT_EQ(rc, CK_OK);
     if (out) {
         cJSON *doc = cJSON_ParseWithLength(out, len);
@@ -151,7 +152,7 @@ TEST(encode_id) {
 }
 
 TEST(round_trip_and_paging) {
-    ck__store *s = ck__store_new(at("rt"), "sess-1");
+    ck__store *s = ck__store_new(at("rt"), "sess-1", NULL);
     OK(s != NULL);
     static const char data[] = "line0\r\nli\0ne1\n\nline3 \xff\xfe no newline";
     size_t len = sizeof data - 1;
@@ -190,8 +191,8 @@ TEST(round_trip_and_paging) {
 }
 
 TEST(refs_by_path) {
-    ck__store *s = ck__store_new(at("refs/"), "sess");
-    ck__store *other = ck__store_new(at("refs"), "sess2");
+    ck__store *s = ck__store_new(at("refs/"), "sess", NULL);
+    ck__store *other = ck__store_new(at("refs"), "sess2", NULL);
     INT_EQ(put(s, "id-1", 4, "one\n", 4), 0);
     INT_EQ(put(s, "a/b", 3, "hashed\n", 7), 0);
     INT_EQ(put(other, "id-1", 4, "not yours\n", 10), 0);
@@ -269,7 +270,7 @@ TEST(hostile_ids) {
         {"/etc/passwd", 11}, {"a.txt", 5}, {"\xff\xfe", 2}, {"call_ABC", 8}, {"call_abc", 8},
     };
     size_t n = sizeof ids / sizeof ids[0];
-    ck__store *s = ck__store_new(at("hostile"), "../../escape/session");
+    ck__store *s = ck__store_new(at("hostile"), "../../escape/session", NULL);
     for (size_t i = 0; i < n; i++) {
         char data[32];
         int len = snprintf(data, sizeof data, "data %zu\n", i);
@@ -298,7 +299,7 @@ TEST(hostile_ids) {
 
 TEST(permissions_and_layout) {
     mode_t old = umask(022);
-    ck__store *s = ck__store_new(at("perm/deeper/store"), "s");
+    ck__store *s = ck__store_new(at("perm/deeper/store"), "s", NULL);
     INT_EQ(put(s, "x", 1, "data", 4), 0);
     INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
     const char *dirs[] = {"perm", "perm/deeper", "perm/deeper/store",
@@ -322,7 +323,7 @@ TEST(permissions_and_layout) {
 
 /* A put into `dir` fails with CK_EIO and names a path; so does an append when `log_too`. */
 static void put_fails(const char *dir, int log_too) {
-    ck__store *s = ck__store_new(dir, "s");
+    ck__store *s = ck__store_new(dir, "s", NULL);
     ck_error err;
     int existed = 5;
     INT_EQ(ck__store_put(s, "id", 2, "data\n", 5, &existed, &err), CK_EIO);
@@ -357,7 +358,7 @@ TEST(io_failures) {
 
     /* A write that fails half way (the file-size limit stands in for a full disk, and binds
      * root too) leaves neither the evidence nor a temporary file. */
-    ck__store *s = ck__store_new(at("full"), "s");
+    ck__store *s = ck__store_new(at("full"), "s", NULL);
     INT_EQ(put(s, "small", 5, "ok\n", 3), 0);
     struct rlimit saved, tight;
     getrlimit(RLIMIT_FSIZE, &saved);
@@ -378,7 +379,7 @@ TEST(io_failures) {
     ck__store_free(s);
 
     /* The audit log being a folder is an I/O error, not a crash. */
-    s = ck__store_new(at("logdir"), "s");
+    s = ck__store_new(at("logdir"), "s", NULL);
     OK(mkdir(at("logdir"), 0700) == 0 && mkdir(at("logdir/compactions"), 0700) == 0 &&
        mkdir(at("logdir/compactions/s.jsonl"), 0700) == 0);
     char *out = (char *)1;
@@ -389,7 +390,7 @@ TEST(io_failures) {
 }
 
 TEST(search) {
-    ck__store *s = ck__store_new(at("search"), "s");
+    ck__store *s = ck__store_new(at("search"), "s", NULL);
     char *hits = search_ok(s, NULL, "alpha", 10);
     STR_EQ(hits, "[]");
     ck_free(hits);
@@ -436,17 +437,17 @@ TEST(search) {
 
     ck_error err;
     char *out = (char *)1;
-    INT_EQ(ck__store_search(s, NULL, 0, "(", 10, &out, NULL, &err), CK_EINVAL);
+    INT_EQ(ck__store_search(s, NULL, 0, "(", 10, NULL, 0, &out, NULL, &err), CK_EINVAL);
     STR_EQ(err.where, "pattern");
     OK(out == NULL);
-    INT_EQ(ck__store_search(s, "zzz", 3, "a", 10, &out, NULL, &err), CK_EINVAL);
+    INT_EQ(ck__store_search(s, "zzz", 3, "a", 10, NULL, 0, &out, NULL, &err), CK_EINVAL);
     STR_EQ(err.where, "zzz");
-    INT_EQ(ck__store_search(s, "a", 1, NULL, 10, &out, NULL, &err), CK_EINVAL);
+    INT_EQ(ck__store_search(s, "a", 1, NULL, 10, NULL, 0, &out, NULL, &err), CK_EINVAL);
     ck__store_free(s);
 }
 
 TEST(audit_log) {
-    ck__store *s = ck__store_new(at("audit"), "s");
+    ck__store *s = ck__store_new(at("audit"), "s", NULL);
     char *out = (char *)1;
     size_t len = 99;
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
@@ -514,7 +515,7 @@ TEST(audit_log) {
     ck__store_free(s);
 
     /* A log with no complete line has no record. */
-    s = ck__store_new(at("audit"), "torn-only");
+    s = ck__store_new(at("audit"), "torn-only", NULL);
     OK(mkdir(at("audit/compactions"), 0700) == 0 || errno == EEXIST);
     FILE *f = fopen(at("audit/compactions/torn-only.jsonl"), "w");
     fputs("{\"never\":", f);
@@ -532,7 +533,7 @@ TEST(concurrent_processes) {
     for (int k = 0; k < KIDS; k++) {
         kids[k] = fork();
         if (kids[k] == 0) {
-            ck__store *s = ck__store_new(at("race"), "s");
+            ck__store *s = ck__store_new(at("race"), "s", NULL);
             int bad = !s;
             char id[32], data[64], rec[64];
             for (int i = 0; i < RECORDS && !bad; i++) {
@@ -553,7 +554,7 @@ TEST(concurrent_processes) {
         waitpid(kids[k], &status, 0);
         OK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    ck__store *s = ck__store_new(at("race"), "s");
+    ck__store *s = ck__store_new(at("race"), "s", NULL);
     for (int i = 0; i < IDS; i++) {
         char id[32], data[64];
         int il = snprintf(id, sizeof id, "race-%d", i);
@@ -582,10 +583,10 @@ TEST(concurrent_processes) {
 TEST(allocation_failures) {
     /* The evidence file is removed after each round, so every round takes the full write
      * path and the session keeps one file (a growing folder would add allocations forever). */
-    ck__store *fixed = ck__store_new(at("oom"), "oom/session");
+    ck__store *fixed = ck__store_new(at("oom"), "oom/session", NULL);
     char *evidence = ck__store_path(fixed, "id/x", 4);
     FAIL_EACH_ALLOC({
-        ck__store *s = ck__store_new(at("oom"), "oom/session");
+        ck__store *s = ck__store_new(at("oom"), "oom/session", NULL);
         if (s) {
             int existed = 0;
             ck_error err;
@@ -598,11 +599,11 @@ TEST(allocation_failures) {
             OK(rc == CK_ENOMEM || rc == CK_EINVAL || (rc == CK_OK && len == 7));
             ck_free(out);
             out = NULL;
-            rc = ck__store_search(s, NULL, 0, "hit", 100, &out, &len, &err);
+            rc = ck__store_search(s, NULL, 0, "hit", 100, NULL, 0, &out, &len, &err);
             OK(rc == CK_OK ? out != NULL : rc == CK_ENOMEM);
             ck_free(out);
             out = NULL;
-            rc = ck__store_search(s, "id/x", 4, "hit", 100, &out, &len, &err);
+            rc = ck__store_search(s, "id/x", 4, "hit", 100, NULL, 0, &out, &len, &err);
             OK(rc == CK_OK || rc == CK_ENOMEM || rc == CK_EINVAL);
             ck_free(out);
             out = NULL;
@@ -621,7 +622,7 @@ TEST(allocation_failures) {
     ck_free(evidence);
     ck__store_free(fixed);
     /* The state left behind is whole: the fixed id reads back exactly. */
-    ck__store *s = ck__store_new(at("oom"), "oom/session");
+    ck__store *s = ck__store_new(at("oom"), "oom/session", NULL);
     put(s, "fixed", 5, "a\nb\n", 4);
     FAIL_EACH_ALLOC({
         char *out = NULL;
