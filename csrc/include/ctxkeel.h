@@ -504,6 +504,15 @@ CK_API uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_esti
 CK_API uint64_t ck_estimate_history(const ck_history *history, ck_estimator est);
 CK_API uint64_t ck_estimate_tools(const char *json, size_t len, ck_estimator est);
 
+/*
+ * The same through a host counter (see ck_counter): message `i` is counted as one string (its
+ * strings joined by newlines) plus the overhead; a history adds the per-request overhead.
+ * UINT64_MAX when the counter could not answer, memory ran out, or an argument is NULL.
+ * Thread-safe if the counter is.
+ */
+CK_API uint64_t ck_count_message(const ck_history *history, size_t i, const ck_counter *counter);
+CK_API uint64_t ck_count_history(const ck_history *history, const ck_counter *counter);
+
 /* The largest string (text, id or name) one part may hold: 256 MiB. A larger one is refused
  * with CK_ETOOBIG rather than truncated. */
 #define CK_MAX_STRING ((size_t)256 << 20)

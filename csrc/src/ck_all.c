@@ -5,6 +5,7 @@
 #include "./buf.c"
 #include "./checkpoint.c"
 #include "./compactor.c"
+#include "./counter.c"
 #include "./errors.c"
 #include "./extract.c"
 #include "./history.c"

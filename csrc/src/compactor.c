@@ -523,37 +523,12 @@ int ck_compaction_request(const ck_compaction *c, ck_summary_request *out) {
  * Every estimate the compactor makes goes through these, so the host's counter (when given)
  * or the built-in estimator answers all of them alike. */
 
-/* The host counter over the strings of n parts (`stride` bytes apart) joined by newlines,
- * plus the per-message overhead and the image charge. Sets *ok to 0 (and returns 0) when the
- * counter cannot answer or memory runs out. */
+/* The host counter's count of n parts as one message; *ok is 0 when it could not answer. */
 static uint64_t counted_parts(const ck_compactor *self, const ck_part *parts, size_t stride,
                               size_t n, int *ok) {
-    ck__buf joined;
-    ck__buf_init(&joined);
-    uint64_t images = 0;
-    const char *at = (const char *)parts;
-    for (size_t k = 0; k < n; k++, at += stride) {
-        const ck_part *p = (const ck_part *)(const void *)at;
-        if (p->kind == CK_PART_IMAGE) {
-            images++;
-            continue;
-        }
-        const char *str[3] = {p->name, p->id, p->text};
-        size_t len[3] = {p->name_len, p->id_len, p->text_len};
-        for (int j = 0; j < 3; j++) {
-            if (!len[j]) continue;
-            if (joined.len) ck__buf_addc(&joined, '\n');
-            ck__buf_add(&joined, str[j], len[j]);
-        }
-    }
-    uint64_t tokens = UINT64_MAX;
-    if (!joined.failed)
-        tokens = joined.len ? self->opt.counter.count(self->opt.counter.ctx,
-                                                      joined.data ? joined.data : "", joined.len)
-                            : 0;
-    ck__buf_dispose(&joined);
-    *ok = tokens != UINT64_MAX;
-    return *ok ? tokens + images * CK_IMAGE_TOKENS + CK_MESSAGE_OVERHEAD : 0;
+    uint64_t t = ck__count_parts(&self->opt.counter, parts, stride, n);
+    *ok = t != UINT64_MAX;
+    return *ok ? t : 0;
 }
 
 /* Tokens of n parts as one message, by the counter or the estimator. *cacheable (may be

@@ -54,6 +54,10 @@ void ck__json_doc_free(ck__json_doc *doc);
 /* Tokens of one message made of `n` parts standing `stride` bytes apart (ck_part arrays, or
  * the `part` members of ck_out_part arrays), per-message overhead included. */
 uint64_t ck__estimate_parts(const ck_part *parts, size_t stride, size_t n, ck_estimator est);
+/* The host counter's tokens for n parts as one message (see ck_counter); UINT64_MAX when it
+ * could not answer or memory ran out. */
+uint64_t ck__count_parts(const ck_counter *counter, const ck_part *parts, size_t stride,
+                         size_t n);
 
 /* A view under construction. Output parts are appended to the current output message. */
 ck_view *ck__view_new(void);
