@@ -697,10 +697,15 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
         ck__buf_adds(b, "preview: none (retention policy)\n");
         return b->failed ? CK_ENOMEM : CK_OK;
     }
-    /* Line starts of the head, the error lines and the tail, chosen without copying. */
+    /* Line starts of the head, the error lines and the tail, chosen without copying. Each of
+     * the three has its share of the byte cap, so a long head cannot crowd out the lines that
+     * say what happened. */
     size_t per_line = max_bytes / max_lines;
     if (per_line < 80) per_line = 80;
-    size_t used = 0, line_no = 0, shown = 0;
+    size_t share[3] = {max_bytes / max_lines * head, max_bytes / max_lines * errors_max, 0};
+    share[2] = max_bytes - share[0] - share[1];
+    size_t spent[3] = {0, 0, 0};
+    size_t line_no = 0;
     const char *s = p->text, *end = p->text + p->text_len;
     ck__buf_printf(b, "preview (%s%s%s%s%s):\n", head ? "first lines" : "",
                    head && errors_max ? ", " : "", errors_max ? "error lines" : "",
@@ -720,21 +725,20 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        int want = line_no < head || s >= tail_from ||
-                   (errors_shown < errors_max && ck__looks_failed(s, len, 0) &&
-                    (errors_shown++, 1));
-        if (want && used < max_bytes) {
+        int pool = line_no < head ? 0 : s >= tail_from ? 2
+                   : errors_shown < errors_max && ck__looks_failed(s, len, 0) ? 1 : -1;
+        if (pool == 1) errors_shown++;
+        if (pool >= 0 && spent[pool] < share[pool]) {
             if (skipped) {
                 ck__buf_printf(b, "[... %zu lines ...]\n", skipped);
                 skipped = 0;
             }
-            size_t keep = ck__clip(s, len, per_line);
-            if (keep > max_bytes - used) keep = ck__clip(s, len, max_bytes - used);
+            size_t room = share[pool] - spent[pool];
+            size_t keep = ck__clip(s, len, per_line < room ? per_line : room);
             ck__buf_add(b, s, keep);
             if (keep < len) ck__buf_printf(b, " [... %zu more bytes on this line]", len - keep);
             ck__buf_addc(b, '\n');
-            used += keep + 1;
-            shown++;
+            spent[pool] += keep + 1;
         } else {
             skipped++;
         }
@@ -742,7 +746,6 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
         s = nl ? nl + 1 : end;
     }
     if (skipped) ck__buf_printf(b, "[... %zu lines ...]\n", skipped);
-    (void)shown;
     return b->failed ? CK_ENOMEM : CK_OK;
 }
 
@@ -925,6 +928,7 @@ static int offload_range(ck_compaction *c, size_t from, size_t to, int write) {
                 int rc = store_output(self, p, tool, tool_len, hash, &o, &err);
                 if (rc == CK_ENOMEM) return rc;
                 if (rc) {
+                    c->failed_offloads++;
                     ck__compaction_note(c, "offload of %.*s failed: %s (%s)",
                                         (int)ck__clip(p->id, p->id_len, 80), p->id,
                                         err.msg ? err.msg : ck_strerror(rc), err.where);
@@ -1422,7 +1426,8 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
         st->futile_cut = c->cut;
         st->futile_fp = ck__fingerprint(c->h, c->cut);
     }
-    if (!compacted && !c->n_new_offloads && !futile) {
+    /* A failed offload changes nothing in the view, but the host must hear of it. */
+    if (!compacted && !c->n_new_offloads && !futile && !c->failed_offloads) {
         if (!over || st->over_noted) {
             st->over_noted = over && st->over_noted;
             return CK_OK; /* nothing changed: no record */
@@ -1500,8 +1505,11 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
     ck__buf_init(&b);
     for (size_t k = 0; k < m->n_parts && !rc; k++) {
         const ck_part *p = &parts[k];
-        const char *tool = p->name_len ? p->name : "tool";
-        size_t tool_len = p->name_len ? p->name_len : 4;
+        /* The tool's name: on the result itself (some hosts keep it there), else on the
+         * call that precedes it in the history. */
+        size_t tool_len = p->name_len;
+        const char *tool = tool_len ? p->name : tool_name_of(history, p->id, p->id_len, i,
+                                                             &tool_len);
         int big = p->kind == CK_PART_TOOL_RESULT && p->id_len && !is_placeholder(p) &&
                   p->text_len > self->opt.tool_offload_threshold &&
                   !never_offloaded(self, tool, tool_len);

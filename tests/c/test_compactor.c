@@ -12,25 +12,6 @@ static void make_store(void) {
     OK(mkdtemp(store_dir) != NULL);
 }
 
-static void remove_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        struct stat st;
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(sub);
-        else unlink(sub);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
 static ck_compactor *compactor(uint64_t window, const char *session) {
     ck_compactor_options o;
     memset(&o, 0, sizeof o);
@@ -660,7 +641,7 @@ TEST(allocation_failures) {
 }
 
 static void setup(void) { make_store(); }
-static void teardown(void) { remove_tree(store_dir); }
+static void teardown(void) { h_remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
                  RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(reused_ids_keep_both_outputs) RUN(pinned_alone_too_big_is_recorded_once) RUN(unfinished_compactions_change_nothing) RUN(soft_summarizes_and_is_bounded)
