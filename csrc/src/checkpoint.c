@@ -69,7 +69,11 @@ static void render_span(const ck_compaction *c, size_t first, size_t end, size_t
     const ck_history *h = c->h;
     for (size_t i = first; i < end; i++) {
         const ck_part *parts = ck__msg_parts(h, i);
-        ck__buf_printf(b, "[%zu] %s:\n", i, role_label(h->msgs[i].role));
+        /* Pinned messages of the span stay in the view verbatim; they are shown as context
+         * (the task above all) and marked so the summary need not repeat them. */
+        ck__buf_printf(b, "[%zu] %s%s:\n", i, role_label(h->msgs[i].role),
+                       ck__compaction_pinned(c, i) ? " (pinned: stays in the view verbatim)"
+                                                   : "");
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
             const ck_part *p = &parts[k];
             size_t g = h->msgs[i].first_part + k;
@@ -94,16 +98,20 @@ static void render_span(const ck_compaction *c, size_t first, size_t end, size_t
     }
 }
 
+/* An upper bound of what render_span writes for message i with parts cut to `cap`. */
+static size_t message_bytes(const ck_compaction *c, size_t i, size_t cap) {
+    size_t total = 64;
+    for (size_t k = 0; k < c->h->msgs[i].n_parts; k++) {
+        size_t g = c->h->msgs[i].first_part + k;
+        size_t len = c->subst[g] ? c->subst_len[g] : c->h->parts[g].text_len;
+        total += (len < cap ? len : cap) + 96 + c->h->parts[g].id_len + c->h->parts[g].name_len;
+    }
+    return total;
+}
+
 static size_t span_bytes(const ck_compaction *c, size_t first, size_t end, size_t cap) {
     size_t total = 0;
-    for (size_t i = first; i < end; i++) {
-        total += 24;
-        for (size_t k = 0; k < c->h->msgs[i].n_parts; k++) {
-            size_t g = c->h->msgs[i].first_part + k;
-            size_t len = c->subst[g] ? c->subst_len[g] : c->h->parts[g].text_len;
-            total += (len < cap ? len : cap) + 96 + c->h->parts[g].id_len + c->h->parts[g].name_len;
-        }
-    }
+    for (size_t i = first; i < end; i++) total += message_bytes(c, i, cap);
     return total;
 }
 
@@ -146,7 +154,8 @@ static int build_prompt(ck_compaction *c, const char *tag, size_t avail) {
             else hi = mid - 1;
         }
         cap = lo;
-        while (first < c->cut && span_bytes(c, first, c->cut, cap) > avail) first++;
+        size_t total = span_bytes(c, first, c->cut, cap);
+        while (first < c->cut && total > avail) total -= message_bytes(c, first++, cap);
     }
     ck__buf *b = &c->prompt;
     b->len = 0;

@@ -171,8 +171,9 @@ const char *ck__msg_text(const ck_history *h, size_t i, ck__buf *scratch, size_t
 
 /* checkpoint.c */
 
-/* Builds c->prompt for the span [c->base, c->cut) (pinned messages excluded), bounded so the
- * request fits the window with the reply. Returns CK_OK or CK_ENOMEM. */
+/* Builds c->prompt for the span [c->base, c->cut) (pinned messages shown as context, marked
+ * as staying in the view), bounded so the request fits the window with the reply. Returns
+ * CK_OK or CK_ENOMEM. */
 int ck__build_request(ck_compaction *c);
 
 /* Folds the span into the state (user messages, constraints, identifiers, files) and renders
