@@ -83,6 +83,7 @@ node-deps: node_modules/.package-lock.json | deps
 
 node-test: node-deps
 	npm run --silent install
+	@mkdir -p $(BUILD)
 	@node --test tests/node/ 2>&1 | tee $(BUILD)/node-test.log; \
 	  st=$${PIPESTATUS[0]}; \
 	  grep -Eq '^# tests [1-9]' $(BUILD)/node-test.log || { echo "node: no tests ran"; exit 1; }; \

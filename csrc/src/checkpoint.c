@@ -733,7 +733,10 @@ int ck__build_record(ck_compaction *c) {
                                       : cJSON_CreateNull()) &&
          add(r, "fallback", c->fallback ? string_json(c->fallback, strlen(c->fallback))
                                         : cJSON_CreateNull()) &&
-         add(r, "estimator", cJSON_CreateStringReference(ck_estimator_name(self->opt.estimator))) &&
+         add(r, "estimator",
+             cJSON_CreateStringReference(self->opt.counter.count
+                                             ? "host"
+                                             : ck_estimator_name(self->opt.estimator))) &&
          add(r, "state", state_json(st));
     char *line = ok ? cJSON_PrintUnformatted(r) : NULL;
     cJSON_Delete(r);

@@ -531,19 +531,6 @@ static uint64_t counted_parts(const ck_compactor *self, const ck_part *parts, si
     return *ok ? t : 0;
 }
 
-/* Tokens of n parts as one message, by the counter or the estimator. *cacheable (may be
- * NULL) is cleared when the counter failed and the estimator answered instead. */
-static uint64_t parts_cost(const ck_compactor *self, const ck_part *parts, size_t stride,
-                           size_t n, int *cacheable) {
-    if (self->opt.counter.count) {
-        int ok;
-        uint64_t t = counted_parts(self, parts, stride, n, &ok);
-        if (ok) return t;
-        if (cacheable) *cacheable = 0;
-    }
-    return ck__estimate_parts(parts, stride, n, self->opt.estimator);
-}
-
 uint64_t ck__compactor_text_tokens(const ck_compactor *self, const char *text, size_t len) {
     if (self->opt.counter.count && len) {
         uint64_t t = self->opt.counter.count(self->opt.counter.ctx, text, len);
@@ -584,19 +571,44 @@ void ck__tokcache_dispose(ck__tokcache *tc) {
     memset(tc, 0, sizeof *tc);
 }
 
-/* Tokens of message i of h, from the cache when its content was measured before. */
-static uint64_t cached_message_tokens(ck_compactor *self, const ck_history *h, size_t i) {
-    uint64_t key = message_hash(h, i) | 1;
+/* A content hash of n parts (`stride` bytes apart): what their cost depends on. */
+static uint64_t parts_hash(const ck_part *parts, size_t stride, size_t n) {
+    uint64_t x = hash_fast(NULL, 0, (uint64_t)n);
+    const char *at = (const char *)parts;
+    for (size_t k = 0; k < n; k++, at += stride) {
+        const ck_part *p = (const ck_part *)(const void *)at;
+        x = hash_fast(p->text, p->text_len, x + (uint64_t)p->kind);
+        x = hash_fast(p->id, p->id_len, x);
+        x = hash_fast(p->name, p->name_len, x);
+    }
+    return x | 1;
+}
+
+/* Tokens of n parts as one message, by the counter or the estimator, from the cache when the
+ * same content was measured before: a turn measures only what is new (messages, placeholders,
+ * a checkpoint), and a host counter is asked once per content. A counter that could not
+ * answer is not cached, so it is asked again next time. */
+static uint64_t parts_cost(ck_compactor *self, const ck_part *parts, size_t stride, size_t n) {
+    uint64_t key = parts_hash(parts, stride, n);
     ck__tokcache *tc = &self->tokcache;
     if (tc->cap) {
         const struct ck__tokslot *slot = tokcache_slot(tc, key);
         if (slot->key == key) return slot->tokens;
     }
-    int cacheable = 1;
-    uint64_t t = parts_cost(self, ck__msg_parts(h, i), sizeof(ck_part), h->msgs[i].n_parts,
-                            &cacheable);
-    if (cacheable) tokcache_put(tc, key, t);
+    if (self->opt.counter.count) {
+        int ok;
+        uint64_t t = counted_parts(self, parts, stride, n, &ok);
+        if (!ok) return ck__estimate_parts(parts, stride, n, self->opt.estimator);
+        tokcache_put(tc, key, t);
+        return t;
+    }
+    uint64_t t = ck__estimate_parts(parts, stride, n, self->opt.estimator);
+    tokcache_put(tc, key, t);
     return t;
+}
+
+static uint64_t cached_message_tokens(ck_compactor *self, const ck_history *h, size_t i) {
+    return parts_cost(self, ck__msg_parts(h, i), sizeof(ck_part), h->msgs[i].n_parts);
 }
 
 static int set_text(char **dst, size_t *dst_len, const char *text, size_t len) {
@@ -629,37 +641,20 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
     size_t first = h->msgs[i].first_part, n = h->msgs[i].n_parts;
     int any = 0;
     for (size_t k = 0; k < n && !any; k++) any = c->subst[first + k] != NULL;
-    ck_estimator est = c->owner->opt.estimator;
-    if (!any) return cached_message_tokens(c->owner, h, i);
-    if (c->owner->opt.counter.count) {
-        /* The counter measures the message whole, placeholders in place. */
-        ck_part *with = ck__malloc(n * sizeof *with);
-        if (with) {
-            for (size_t k = 0; k < n; k++) {
-                with[k] = parts[k];
-                if (c->subst[first + k]) {
-                    with[k].text = c->subst[first + k];
-                    with[k].text_len = c->subst_len[first + k];
-                }
-            }
-            int ok;
-            uint64_t t = counted_parts(c->owner, with, sizeof *with, n, &ok);
-            ck__free(with);
-            if (ok) return t;
-        }
-    }
-    uint64_t overhead = est != CK_EST_CHARS4 ? CK_MESSAGE_OVERHEAD : 0;
-    uint64_t tokens = overhead;
+    ck_part *with = any ? ck__malloc(n * sizeof *with) : NULL;
+    /* Out of memory here measures the message without its placeholders: an overestimate,
+     * which only makes the compactor do more. */
+    if (!with) return cached_message_tokens(c->owner, h, i);
     for (size_t k = 0; k < n; k++) {
-        ck_part p = parts[k];
+        with[k] = parts[k];
         if (c->subst[first + k]) {
-            p.text = c->subst[first + k];
-            p.text_len = c->subst_len[first + k];
+            with[k].text = c->subst[first + k];
+            with[k].text_len = c->subst_len[first + k];
         }
-        tokens += ck__estimate_parts(&p, sizeof p, 1, est) -
-                  overhead;
     }
-    return tokens;
+    uint64_t t = parts_cost(c->owner, with, sizeof *with, n);
+    ck__free(with);
+    return t;
 }
 
 /* Renders the placeholder for an offloaded tool output: where the full text is, its size, a
@@ -808,12 +803,12 @@ static int never_offloaded(const ck_compactor *self, const char *tool, size_t to
 }
 
 /* True when `placeholder` in place of part p's text costs fewer tokens. */
-static int smaller(const ck_compactor *self, const ck_part *p, const char *placeholder,
+static int smaller(ck_compactor *self, const ck_part *p, const char *placeholder,
                    size_t len) {
     ck_part with = *p;
     with.text = placeholder;
     with.text_len = len;
-    return parts_cost(self, &with, sizeof with, 1, NULL) < parts_cost(self, p, sizeof *p, 1, NULL);
+    return parts_cost(self, &with, sizeof with, 1) < parts_cost(self, p, sizeof *p, 1);
 }
 
 /* True when the store already holds exactly `text` under `ref`. */
@@ -1028,7 +1023,7 @@ static uint64_t state_checkpoint_tokens(const ck_compaction *c) {
     p.kind = CK_PART_TEXT;
     p.text = st->checkpoint;
     p.text_len = st->checkpoint_len;
-    return parts_cost(c->owner, &p, sizeof p, 1, NULL);
+    return parts_cost(c->owner, &p, sizeof p, 1);
 }
 
 /* Tokens of the view as it stands before compacting. With a checkpoint from the state the
@@ -1266,7 +1261,7 @@ static uint64_t view_tokens(const ck_compaction *c, const ck_view *v) {
         ck_view_get(v, i, &m);
         t += m.op == CK_OP_KEEP ? c->tok[m.src]
                                 : parts_cost(c->owner, &m.parts[0].part, sizeof m.parts[0],
-                                             m.n_parts, NULL);
+                                             m.n_parts);
     }
     return t;
 }
@@ -1390,7 +1385,7 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
             ck_view_get(view, i, &m);
             t += m.op == CK_OP_KEEP ? cached_message_tokens(self, c->src, m.src)
                                     : parts_cost(self, &m.parts[0].part, sizeof m.parts[0],
-                                                 m.n_parts, NULL);
+                                                 m.n_parts);
         }
         c->tokens_after = t;
     }
