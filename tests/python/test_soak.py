@@ -204,19 +204,20 @@ def test_no_leak_over_3000_compactions(tmp_path):
 # ---- limits --------------------------------------------------------------------------------
 
 
-def run_python(code, timeout=180):
+def run_python(code, store, timeout=180):
     """Runs `code` in a new interpreter (this one's, so the installed ctxkeel) with the test
-    folder on sys.path; returns the JSON it prints last."""
+    folder on sys.path and `store` (a folder the test owns) as sys.argv[1]; returns the JSON
+    it prints last."""
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(store)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, "exit %d\n%s\n%s" % (proc.returncode, proc.stdout,
                                                       proc.stderr[-4000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 HUNDRED_K = """
-    import json, resource, sys, tempfile, time
+    import json, resource, sys, time
     import ctxkeel
 
     def maxrss():
@@ -246,7 +247,7 @@ HUNDRED_K = """
     size = sum(len(json.dumps(m).encode()) for m in messages)
     tokens = ctxkeel.estimate_tokens(messages)
     window = int(tokens / 0.85)
-    compactor = ctxkeel.Compactor(window, store_dir=tempfile.mkdtemp())
+    compactor = ctxkeel.Compactor(window, store_dir=sys.argv[1])
     before, peak_before = rss(), maxrss()
     started = time.monotonic()
     result = compactor.compact(messages)
@@ -267,7 +268,7 @@ HUNDRED_K = """
 """
 
 
-def test_a_100k_message_history_compacts_in_bounded_memory():
+def test_a_100k_message_history_compacts_in_bounded_memory(tmp_path):
     """100,000 messages (25 MiB of JSON, 6.5 M tokens) compact at the full tier to a valid
     view under the soft limit; the peak RSS grows by at most 2 x the input's JSON size
     during the compaction.
@@ -278,7 +279,7 @@ def test_a_100k_message_history_compacts_in_bounded_memory():
     message count: 0.3 s at 10k messages, 1.9 s at 30k)."""
     if os.environ.get("CK_SANITIZED"):
         pytest.skip("memory figures mean nothing under ASan (shadow memory, quarantine)")
-    out = run_python(HUNDRED_K, timeout=300)
+    out = run_python(HUNDRED_K, tmp_path, timeout=300)
     assert out["n"] == 100000
     assert out["tier"] == "full"
     assert out["pairs"] == [] and out["pinned"] and out["newest"]
@@ -298,7 +299,7 @@ def test_a_100k_message_history_compacts_in_bounded_memory():
 
 
 TOO_BIG = """
-    import json, resource, tempfile
+    import json, resource, sys
     import ctxkeel
 
     big = "a" * ((256 << 20) + 1)   # CK_MAX_STRING + 1 bytes (ASCII: no UTF-8 copy)
@@ -329,7 +330,7 @@ TOO_BIG = """
                 ("estimate_tokens", lambda: ctxkeel.estimate_tokens(messages)),
                 ("check_pairs", lambda: ctxkeel.check_pairs(messages)),
                 ("compact", lambda: ctxkeel.Compactor(
-                    1000, store_dir=tempfile.mkdtemp()).compact(messages))]:
+                    1000, store_dir=sys.argv[1]).compact(messages))]:
             try:
                 call_it()
                 got = None
@@ -344,10 +345,10 @@ TOO_BIG = """
 
 
 @pytest.fixture(scope="module")
-def too_big():
+def too_big(tmp_path_factory):
     """What each entry point raises for a 256 MiB + 1 string in each field (one subprocess;
     about 0.5 s and 295 MiB peak RSS: the ASCII str's UTF-8 form is the str itself)."""
-    return run_python(TOO_BIG)
+    return run_python(TOO_BIG, tmp_path_factory.mktemp("too-big"))
 
 
 TOO_BIG_WHERE = ["messages[1].content", "messages[1].content[1].text", "messages[2].content",
