@@ -303,6 +303,7 @@ TOO_BIG = """
     import ctxkeel
 
     big = "a" * ((256 << 20) + 1)   # CK_MAX_STRING + 1 bytes (ASCII: no UTF-8 copy)
+    half = big[:(128 << 20) + 1]    # two of them joined with "\\n" are over the limit
     task = {"role": "user", "content": "task"}
     call = {"role": "assistant", "content": None,
             "tool_calls": [{"id": "a", "type": "function",
@@ -323,6 +324,17 @@ TOO_BIG = """
             {"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
                                           "content": big}]}],
+        # Joined text: each piece is within the limit, the whole is not.
+        "messages[3].content": [task, call, {"role": "tool", "tool_call_id": "a", "content": "ok"},
+                                {"role": "tool", "tool_call_id": "a", "content": [
+                                    {"type": "text", "text": half}, half]}],
+        "messages[2].content[1].content": [task, {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "f", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "ok"},
+                {"type": "tool_result", "tool_use_id": "b", "content": [
+                    {"type": "text", "text": half}, {"type": "text", "text": half}]}]}],
     }
     out = {}
     for where, messages in cases.items():
@@ -347,13 +359,15 @@ TOO_BIG = """
 @pytest.fixture(scope="module")
 def too_big(tmp_path_factory):
     """What each entry point raises for a 256 MiB + 1 string in each field (one subprocess;
-    about 0.5 s and 295 MiB peak RSS: the ASCII str's UTF-8 form is the str itself)."""
+    about 0.8 s and 408 MiB peak RSS: the 256 MiB and 128 MiB ASCII strs, whose UTF-8 form is
+    the str itself)."""
     return run_python(TOO_BIG, tmp_path_factory.mktemp("too-big"))
 
 
 TOO_BIG_WHERE = ["messages[1].content", "messages[1].content[1].text", "messages[2].content",
                  "messages[1].tool_calls[0].function.arguments",
-                 "messages[1].tool_calls[0].id", "messages[2].content[0].content"]
+                 "messages[1].tool_calls[0].id", "messages[2].content[0].content",
+                 "messages[3].content", "messages[2].content[1].content"]
 
 
 @pytest.mark.parametrize("where", TOO_BIG_WHERE)
@@ -365,19 +379,17 @@ def test_an_over_limit_string_is_refused(too_big, where):
         index = int(where[len("messages["):where.index("]")])
         assert got["index"] == index, got
         assert ("messages[%d]" % index) in got["text"] and "256 MiB" in got["text"], got
-    assert too_big["maxrss"] < 700 * 2 ** 20  # the 256 MiB string, not copies of it
+    assert too_big["maxrss"] < 600 * 2 ** 20  # the two strings, not a copy of the big one
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="CK_ETOOBIG names the core's part field (messages[1].text, .id, .name), not the "
-           "input field the other InputErrors name (messages[1].content, "
-           "...tool_calls[0].function.arguments, ...)")
 @pytest.mark.parametrize("where", TOO_BIG_WHERE)
 def test_an_over_limit_string_error_names_the_field(too_big, where):
+    """CK_ETOOBIG names the input's own field, as every other InputError does, not the core's
+    part field (messages[1].text, .id, .name)."""
     for name in ("estimate_tokens", "check_pairs", "compact"):
         got = too_big["%s %s" % (where, name)]
         assert got["where"] == where, got
+        assert got["text"] == "ctxkeel: %s: a string is larger than 256 MiB" % where, got
 
 
 # ---- threads -------------------------------------------------------------------------------
