@@ -1,12 +1,11 @@
 /* libFuzzer target: a whole compaction with a scripted summarizer. The first input byte picks
  * the window (as a fraction of the history's size) and the summarizer's behaviour; the rest is
  * a JSON message list. Invariants: the view passes check_pairs and is never larger. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ctxkeel.h"
+#include "fuzz_store.h"
 
 #define REQUIRE(cond)                                                                          \
     do {                                                                                       \
@@ -14,8 +13,6 @@
     } while (0)
 
 int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out);
-
-static char store[64];
 
 static int scripted(void *ctx, const ck_summary_request *req, ck_compaction *c) {
     unsigned mode = *(const unsigned char *)ctx;
@@ -30,9 +27,6 @@ static int scripted(void *ctx, const ck_summary_request *req, ck_compaction *c) 
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     if (size < 2) return 0;
-    if (!store[0]) {
-        snprintf(store, sizeof store, "/tmp/ck_fuzz_compact_%d", (int)getpid());
-    }
     unsigned char mode = data[0];
     ck_error err;
     ck_history *h = ck_json_read((const char *)data + 1, size - 1, &err);
@@ -41,7 +35,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     ck_compactor_options o;
     memset(&o, 0, sizeof o);
     o.context_window = total * 100 / (40 + (mode % 70)) + 1;
-    o.store_dir = store;
+    o.store_dir = fuzz_store("compact");
     o.keep_tail = 1 + mode % 5;
     o.summary_max_tokens = 256;
     ck_compactor *k = ck_compactor_new(&o, &err);

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ctxkeel.h"
+#include "fuzz_store.h"
 
 #define REQUIRE(cond)                                                                          \
     do {                                                                                       \
@@ -17,12 +17,10 @@ static ck_compactor *k;
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     if (!k) {
-        char dir[64];
-        snprintf(dir, sizeof dir, "/tmp/ck_fuzz_evidence_%d", (int)getpid());
         ck_compactor_options o;
         memset(&o, 0, sizeof o);
         o.context_window = 1000;
-        o.store_dir = dir;
+        o.store_dir = fuzz_store("evidence");
         o.session_id = "fuzz";
         o.tool_offload_threshold = 1;
         ck_error err;

@@ -104,8 +104,13 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
     a->verdict = ck__calloc(n, 1);
     a->answer = ck__malloc(n * sizeof *a->answer);
     a->part_msg = ck__malloc(n * sizeof *a->part_msg);
+    /* The map holds calls only, so it is sized by their number: sized by every part, it was
+     * the largest allocation of a 100,000-message compaction (16 MiB where the calls, a third
+     * of the parts, need 4). */
+    size_t n_calls = 0;
+    for (size_t g = 0; g < h->n_parts; g++) n_calls += h->parts[g].kind == CK_PART_TOOL_CALL;
     ck__idmap calls;
-    if (!a->verdict || !a->answer || !a->part_msg || ck__idmap_init(&calls, h->n_parts))
+    if (!a->verdict || !a->answer || !a->part_msg || ck__idmap_init(&calls, n_calls))
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     rc = CK_OK;
     ck_role result_role = a->format == CK_FORMAT_OPENAI ? CK_ROLE_TOOL : CK_ROLE_USER;

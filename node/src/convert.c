@@ -61,6 +61,7 @@ static const char MSG_MISSING[] = "required field is missing";
 static const char MSG_CONTENT[] = "expected a string, a list or null";
 static const char MSG_TEXTS[] = "expected a string or a list";
 static const char MSG_TOO_MANY[] = "too many items";
+static const char MSG_TOO_BIG[] = "a string is larger than 256 MiB";
 
 /* True when the `len` bytes at `s` are exactly `name`: JS strings may hold NUL characters, so
  * strcmp() on the copy would let "text\0x" pass for "text". */
@@ -86,10 +87,15 @@ static int is_plain_object(reader *r, napi_value value, napi_valuetype type, boo
     return CK_OK;
 }
 
-/* Copies a JS string into the history's storage: the length first, then the bytes. */
-static int copy_string(reader *r, napi_value value, const char **out, size_t *len) {
+/* Copies a JS string, the field at the place `fmt` (indices a, b), into the history's storage:
+ * the length first, then the bytes. A string over CK_MAX_STRING bytes is CK_ETOOBIG at that
+ * place, refused before it is copied (the core would refuse it too, but could only name the
+ * part's own field, "text", "id" or "name"). */
+static int copy_string(reader *r, napi_value value, const char **out, size_t *len,
+                       const char *fmt, size_t a, size_t b) {
     size_t n = 0;
     NODE_API_CALL_RC(r->env, napi_get_value_string_utf8(r->env, value, NULL, 0, &n));
+    if (n > CK_MAX_STRING) return fail(r, CK_ETOOBIG, MSG_TOO_BIG, fmt, a, b);
     if (n == 0) {
         *out = "";
         *len = 0;
@@ -112,28 +118,32 @@ static int need_string(reader *r, napi_value obj, const char *key, const char **
     if (rc) return rc;
     if (type == napi_undefined) return fail(r, CK_EMISSING, MSG_MISSING, fmt, a, b);
     if (type != napi_string) return fail(r, CK_ETYPE, MSG_STRING, fmt, a, b);
-    return copy_string(r, value, out, len);
+    return copy_string(r, value, out, len, fmt, a, b);
 }
 
-/* An optional string field: anything but a string leaves the text empty. */
-static int opt_string(reader *r, napi_value obj, const char *key, const char **out, size_t *len) {
+/* An optional string field at the place `fmt` (index k): anything but a string leaves the text
+ * empty. */
+static int opt_string(reader *r, napi_value obj, const char *key, const char **out, size_t *len,
+                      const char *fmt, size_t k) {
     napi_value value;
     napi_valuetype type;
     int rc = get_prop(r, obj, key, &value, &type);
     if (rc || type != napi_string) return rc;
-    return copy_string(r, value, out, len);
+    return copy_string(r, value, out, len, fmt, k, 0);
 }
 
 /* The compact JSON text of any value (JSON.stringify), for tool_use inputs and non-string
- * arguments. A value JSON cannot express (a function) gives no text. */
-static int json_text(reader *r, napi_value value, const char **out, size_t *len) {
+ * arguments, named by the place `fmt` (index k). A value JSON cannot express (a function)
+ * gives no text. */
+static int json_text(reader *r, napi_value value, const char **out, size_t *len, const char *fmt,
+                     size_t k) {
     napi_value json;
     napi_valuetype type;
     int rc = ckjs_json_stringify(r->env, value, &json);
     if (rc) return rc;
     NODE_API_CALL_RC(r->env, napi_typeof(r->env, json, &type));
     if (type != napi_string) return CK_OK;
-    return copy_string(r, json, out, len);
+    return copy_string(r, json, out, len, fmt, k, 0);
 }
 
 /*
@@ -148,12 +158,13 @@ static int join_text(reader *r, napi_value content, int nested, size_t k, const 
     bool is_array = false;
     *out = "";
     *len = 0;
+    const char *whole = nested ? ".content[%zu].content" : ".content";
+    const char *item_text = nested ? ".content[%zu].content[%zu].text" : ".content[%zu].text";
     NODE_API_CALL_RC(env, napi_typeof(env, content, &type));
     if (type == napi_undefined || type == napi_null) return CK_OK;
-    if (type == napi_string) return copy_string(r, content, out, len);
+    if (type == napi_string) return copy_string(r, content, out, len, whole, k, 0);
     if (type == napi_object) NODE_API_CALL_RC(env, napi_is_array(env, content, &is_array));
-    if (!is_array)
-        return fail(r, CK_ETYPE, MSG_TEXTS, nested ? ".content[%zu].content" : ".content", k, 0);
+    if (!is_array) return fail(r, CK_ETYPE, MSG_TEXTS, whole, k, 0);
     uint32_t n = 0;
     NODE_API_CALL_RC(env, napi_get_array_length(env, content, &n));
     if (n == 0) return CK_OK;
@@ -180,15 +191,20 @@ static int join_text(reader *r, napi_value content, int nested, size_t k, const 
                 rc = CKJS_THROWN;
                 break;
             }
+            if (lens[count] > CK_MAX_STRING) {
+                rc = fail(r, CK_ETOOBIG, MSG_TOO_BIG, item_text, nested ? k : m, m);
+                break;
+            }
             texts[count] = text;
             total += lens[count++];
         } else if (item_type == napi_object && text_type != napi_undefined &&
                    text_type != napi_null) {
-            rc = fail(r, CK_ETYPE, MSG_STRING,
-                      nested ? ".content[%zu].content[%zu].text" : ".content[%zu].text",
-                      nested ? k : m, m);
+            rc = fail(r, CK_ETYPE, MSG_STRING, item_text, nested ? k : m, m);
         }
     }
+    /* The pieces and their separators; each piece is within the limit, the sum may not be. */
+    if (!rc && count && total + count - 1 > CK_MAX_STRING)
+        rc = fail(r, CK_ETOOBIG, MSG_TOO_BIG, whole, k, 0);
     char *buf = NULL;
     if (!rc && count && !(buf = ck_history_alloc(r->h, total + count)))
         rc = fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
@@ -221,7 +237,7 @@ static int block_tool_use(reader *r, napi_value item, size_t k, ck_part *p) {
     napi_value input;
     napi_valuetype type;
     if ((rc = get_prop(r, item, "input", &input, &type)) || type == napi_undefined) return rc;
-    return json_text(r, input, &p->text, &p->text_len);
+    return json_text(r, input, &p->text, &p->text_len, ".content[%zu].input", k);
 }
 
 static int block_tool_result(reader *r, napi_value item, size_t k, ck_part *p) {
@@ -250,7 +266,7 @@ static int read_block(reader *r, napi_value item, size_t k, ck_part *p) {
     NODE_API_CALL_RC(env, napi_typeof(env, item, &type));
     if (type == napi_string) {
         p->kind = CK_PART_TEXT;
-        return copy_string(r, item, &p->text, &p->text_len);
+        return copy_string(r, item, &p->text, &p->text_len, ".content[%zu]", k, 0);
     }
     int rc = is_plain_object(r, item, type, &object);
     if (rc) return rc;
@@ -279,7 +295,8 @@ static int read_block(reader *r, napi_value item, size_t k, ck_part *p) {
     p->kind = CK_PART_OTHER;
     int thinking = is_name(t, t_len, "thinking");
     if (thinking || is_name(t, t_len, "redacted_thinking")) p->flags = CK_PART_ANTHROPIC;
-    return opt_string(r, item, thinking ? "thinking" : "text", &p->text, &p->text_len);
+    return opt_string(r, item, thinking ? "thinking" : "text", &p->text, &p->text_len,
+                      thinking ? ".content[%zu].thinking" : ".content[%zu].text", k);
 }
 
 static int add_part(reader *r, const ck_part *p) {
@@ -329,10 +346,11 @@ static int read_tool_call(reader *r, napi_value call, uint32_t j) {
                           0)))
         return rc;
     if ((rc = get_prop(r, fn, "arguments", &args, &type))) return rc;
+    const char *args_at = ".tool_calls[%zu].function.arguments";
     if (type == napi_string)
-        rc = copy_string(r, args, &p.text, &p.text_len);
+        rc = copy_string(r, args, &p.text, &p.text_len, args_at, j, 0);
     else if (type != napi_undefined && type != napi_null)
-        rc = json_text(r, args, &p.text, &p.text_len);
+        rc = json_text(r, args, &p.text, &p.text_len, args_at, j);
     if (!rc) rc = add_part(r, &p);
     return rc;
 }
@@ -398,7 +416,8 @@ static int read_message(reader *r, napi_value msg) {
     } else if (content_t == napi_string) {
         p.kind = CK_PART_TEXT;
         p.host = CKJS_HOST_CONTENT_WHOLE;
-        if ((rc = copy_string(r, content, &p.text, &p.text_len)) || (rc = add_part(r, &p)))
+        if ((rc = copy_string(r, content, &p.text, &p.text_len, ".content", 0, 0)) ||
+            (rc = add_part(r, &p)))
             return rc;
     } else if (content_t != napi_undefined && content_t != napi_null) {
         bool is_array = false;

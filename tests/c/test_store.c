@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tree.h"
 
 #include "../../csrc/src/store.h"
 
@@ -24,26 +25,6 @@ static const char *at(const char *rel) {
     static char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", root, rel);
     return path;
-}
-
-static void remove_tree(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-        chmod(path, 0700);
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char child[PATH_MAX];
-            snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-            remove_tree(child);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
 }
 
 /* Regular files anywhere under `dir`; *outside counts those whose folder is not `only`. */
@@ -654,4 +635,4 @@ HARNESS_MAIN(if (!make_root()) return 1;
              RUN(audit_log)
              RUN(concurrent_processes)
              RUN(allocation_failures)
-             remove_tree(root);)
+             h_remove_tree(root);)

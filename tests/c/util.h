@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tree.h"
 
 /* Number of violations of `kind` (or of any kind when kind < 0); -1000 - code on error. */
 static inline long count_issues(const char *json, ck_format f, int kind) {
@@ -57,26 +58,6 @@ static inline ck_history *history_prefix(const ck_history *h, size_t n) {
         for (size_t q = 0; q < np; q++) ck_history_add_part(p, &parts[q], NULL);
     }
     return p;
-}
-
-/* Removes a folder and everything under it (symbolic links are removed, not followed). */
-static inline void h_remove_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[PATH_MAX];
-        if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= (int)sizeof sub) continue;
-        struct stat st;
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) h_remove_tree(sub);
-        else unlink(sub);
-    }
-    closedir(d);
-    rmdir(path);
 }
 
 /* Core-internal (csrc/src/view.c): a view materialized as a history, so that any view can go

@@ -26,6 +26,7 @@ static const char MSG_NOT_CONTENT[] = "expected a string, a list or null";
 static const char MSG_NOT_TEXT[] = "expected a string or a list";
 static const char MSG_NOT_JSON[] = "cannot be serialized as JSON";
 static const char MSG_TOO_MANY[] = "too many items";
+static const char MSG_TOO_BIG[] = "a string is larger than 256 MiB";
 
 /* A place inside a message, relative to its prefix: ".content[%zd].text" and its indices. */
 typedef struct field {
@@ -63,10 +64,15 @@ static int fail_core(const ck_py_history *ph, int rc, const ck_error *err) {
 static int pin(ck_py_history *ph, PyObject *obj) { return PyList_Append(ph->pins, obj); }
 
 /* Borrows the UTF-8 buffer of str `s` (field `f` of message `i`) and pins `s`. A str that
- * cannot be encoded (a lone surrogate) raises InputError CK_EUTF8 naming the field; the place
- * is formatted only then. */
+ * cannot be encoded (a lone surrogate) raises InputError CK_EUTF8 naming the field, and one
+ * over CK_MAX_STRING bytes CK_ETOOBIG; the place is formatted only then. (The core refuses
+ * such a string too, but it can only name the part's own field, "text", "id" or "name".) */
 static int borrow(ck_py_history *ph, PyObject *s, const char **out, size_t *len, Py_ssize_t i,
                   field f) {
+    /* More code points than the limit is too many bytes in any encoding: refused before a
+     * non-ASCII str gets a UTF-8 copy of that size. */
+    if (PyUnicode_Check(s) && (size_t)PyUnicode_GET_LENGTH(s) > CK_MAX_STRING)
+        return fail(ph, CK_ETOOBIG, i, MSG_TOO_BIG, f);
     Py_ssize_t n;
     const char *text = PyUnicode_AsUTF8AndSize(s, &n);
     if (!text) {
@@ -75,6 +81,7 @@ static int borrow(ck_py_history *ph, PyObject *s, const char **out, size_t *len,
         ck_py_raise_utf8(ph->st, s, i, where);
         return -1;
     }
+    if ((size_t)n > CK_MAX_STRING) return fail(ph, CK_ETOOBIG, i, MSG_TOO_BIG, f);
     if (pin(ph, s) < 0) return -1;
     *out = text;
     *len = (size_t)n;
@@ -179,6 +186,10 @@ static int join_text(ck_py_history *ph, PyObject *content, const char **out, siz
         *len = pieces[0].len;
     } else if (used > 1) {
         total += (size_t)used - 1;
+        if (total > CK_MAX_STRING) {
+            fail(ph, CK_ETOOBIG, i, MSG_TOO_BIG, whole);
+            goto done;
+        }
         char *buf = ck_history_alloc(ph->h, total ? total : 1);
         if (!buf) {
             PyErr_NoMemory();
