@@ -254,6 +254,30 @@ int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_
     return CK_OK;
 }
 
+int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
+                        napi_value *this_arg, napi_value *options) {
+    napi_value argv[1], target;
+    if (ckjs_get_args(env, info, argv, 1, this_arg)) return CKJS_THROWN;
+    NODE_API_CALL_RC(env, napi_get_new_target(env, info, &target));
+    if (!target) {
+        ckjs_throw_type_error(env, "%s must be called with new", cls);
+        return CKJS_THROWN;
+    }
+    napi_valuetype type = napi_undefined;
+    bool is_array = false;
+    if (argv[0]) {
+        NODE_API_CALL_RC(env, napi_typeof(env, argv[0], &type));
+        NODE_API_CALL_RC(env, napi_is_array(env, argv[0], &is_array));
+    }
+    if (type != napi_object || is_array) {
+        ckjs_throw_type_error(env, "options must be an object, not %s",
+                              argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+        return CKJS_THROWN;
+    }
+    *options = argv[0];
+    return CK_OK;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* estimateTokens                                                                             */
 /* ------------------------------------------------------------------------------------------ */

@@ -129,6 +129,15 @@ int ckjs_dup_string(napi_env env, napi_value value, char **out, size_t *len);
 int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_t max,
                   napi_value *this_arg);
 
+/*
+ * The prologue of a constructor that takes one options object: checks that it was called with
+ * `new` (else a TypeError naming `cls`) and that its argument is an object and not an array
+ * (else a TypeError naming `options`). Sets *this_arg and *options. Returns CK_OK or
+ * CKJS_THROWN.
+ */
+int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
+                        napi_value *this_arg, napi_value *options);
+
 /* ------------------------------------------------------------------------------------------ */
 /* convert.c - JS messages to a ck_history                                                    */
 /* ------------------------------------------------------------------------------------------ */
