@@ -6,6 +6,13 @@ export type Format = 'auto' | 'openai' | 'anthropic';
 /** Token estimators: the calibrated default, or UTF-8 bytes / 4 rounded up. */
 export type Estimator = 'default' | 'chars4' | 'cl100k';
 
+/**
+ * A host token counter: the number of tokens in `text` from your own tokenizer, a
+ * non-negative integer, answered synchronously. A Promise is refused (TypeError), as is a
+ * negative or fractional count (RangeError); what it throws fails the call that used it.
+ */
+export type TokenCounter = (text: string) => number;
+
 /** An OpenAI tool call as it appears in an assistant message's `tool_calls`. */
 export interface ToolCall {
   id: string;
@@ -71,8 +78,9 @@ export interface Message {
 export type ToolSchema = Record<string, unknown>;
 
 export interface EstimateOptions {
-  /** Default 'default'. */
-  estimator?: Estimator;
+  /** Default 'default'. A TokenCounter counts a string as fn(x), a message or a list message
+   * by message (with the per-message overheads), a tool list as fn(its JSON text). */
+  estimator?: Estimator | TokenCounter;
 }
 
 export interface FormatOptions {

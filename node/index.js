@@ -97,11 +97,26 @@ function checkMessages(messages) {
 }
 
 /**
+ * The estimator option: a name, or a function that counts the tokens of a string (synchronous;
+ * an async function is refused at once, a function that returns a Promise when it is called).
+ */
+function estimatorOption(options) {
+  const value = options === undefined || options === null ? undefined : options.estimator;
+  if (typeof value !== 'function') return option(options, 'estimator', ESTIMATORS);
+  if (util.types.isAsyncFunction(value)) {
+    throw typeError('options.estimator must count synchronously, not be an async function');
+  }
+  return value;
+}
+
+/**
  * Estimates tokens for a string, a message, a message list (items have "role") or a list of
- * tool schemas (items without "role").
+ * tool schemas (items without "role"). With a counting function as the estimator, a string is
+ * fn(x), a message or a list goes through it message by message (with the per-message
+ * overheads), and a tool list is fn(its JSON text).
  */
 function estimateTokens(x, options) {
-  const estimator = option(options, 'estimator', ESTIMATORS);
+  const estimator = estimatorOption(options);
   if (typeof x !== 'string' && (x === null || typeof x !== 'object')) {
     throw typeError(
       `x must be a string, a message, a message list or a tool list, not ${describe(x)}`,
