@@ -20,7 +20,9 @@
  *
  * Only native Promises are waited for: their settlement callbacks run once, while the worker
  * is still waiting, so the request they answer is still alive. A Promise that never settles
- * keeps its worker waiting; that is the backend's to avoid, as for any I/O it does.
+ * keeps its worker (and the method's Promise) waiting, as any I/O of the backend would; but
+ * when the main thread can no longer run JS (a Worker being terminated), the waiting worker
+ * notices through a periodic probe and gives up, so that the termination can finish.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +35,11 @@
 /* The largest integer a JS number holds exactly. */
 #define MAX_SAFE 9007199254740991.0
 
+/* How long a worker waits for an answer before it checks that the main thread can still run
+ * JS: a worker_threads Worker being terminated cannot, and a Promise pending there would
+ * never settle, leaving the termination waiting for this work forever. */
+#define PROBE_NS (200ull * 1000 * 1000)
+
 struct ckjs_host {
     napi_ref receiver;           /* the backend object, or NULL */
     napi_ref counter;            /* the token-counting function, or NULL */
@@ -44,8 +51,11 @@ struct ckjs_host_call {
     ckjs_host *host;
     napi_threadsafe_function tsfn; /* NULL: the callbacks run on the calling thread */
     napi_env env;                  /* the main thread's env (used when tsfn is NULL) */
-    uv_mutex_t lock;               /* guards `done` of the request in flight */
+    uv_mutex_t lock;               /* guards `done` of the request in flight, and the next two */
     uv_cond_t cond;
+    int probing;            /* a probe is queued (see ask()); the probe frees an ended call */
+    int stopped;            /* the main thread cannot run JS any more: stop waiting for answers */
+    int ended;              /* ckjs_host_call_end() ran while a probe was queued */
     int count_failed;       /* the counter failed once: it is not called again */
     napi_ref count_error;   /* what it threw (or the TypeError/RangeError for its answer) */
     napi_ref backend_error; /* what put or get threw or rejected with, last */
@@ -386,11 +396,48 @@ static void serve(napi_env env, host_request *req) {
     if (napi_close_handle_scope(env, scope) != napi_ok) return;
 }
 
-/* The threadsafe function's callback, on the main thread. env is NULL when the environment is
- * going away: the request fails, so that the waiting worker goes on. */
+static void call_free(ckjs_host_call *call) {
+    if (call->tsfn) {
+        uv_cond_destroy(&call->cond);
+        uv_mutex_destroy(&call->lock);
+    }
+    free(call);
+}
+
+/* A probe from a waiting worker (main thread): can JS still run here? If not, the worker
+ * stops waiting. A probe still queued when its call ended frees the call. */
+static void probe(napi_env env, ckjs_host_call *call) {
+    if (call->ended) {
+        call_free(call);
+        return;
+    }
+    int alive = 0;
+    napi_value fn, recv;
+    if (env &&
+        napi_create_function(env, "ctxkeelProbe", NAPI_AUTO_LENGTH, ignore_rejection, NULL, &fn) ==
+            napi_ok &&
+        napi_get_undefined(env, &recv) == napi_ok)
+        alive = napi_call_function(env, recv, fn, 0, NULL, NULL) == napi_ok;
+    if (env) {
+        napi_value ignored = ckjs_take_exception(env);
+        (void)ignored;
+    }
+    uv_mutex_lock(&call->lock);
+    call->probing = 0;
+    if (!alive) call->stopped = 1;
+    uv_cond_signal(&call->cond);
+    uv_mutex_unlock(&call->lock);
+}
+
+/* The threadsafe function's callback, on the main thread: a request (data), or a probe (data is
+ * the call itself, the function's context). env is NULL when the environment is going away: the
+ * request fails, so that the waiting worker goes on. */
 static void tsfn_call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     (void)js_cb;
-    (void)context;
+    if (data == context) {
+        probe(env, context);
+        return;
+    }
     host_request *req = data;
     if (!env) {
         req->tokens = UINT64_MAX;
@@ -405,7 +452,7 @@ static void tsfn_call_js(napi_env env, napi_value js_cb, void *context, void *da
 /* ------------------------------------------------------------------------------------------ */
 
 /* Gets the answer to `req`: at once on the main thread, else through the threadsafe function,
- * waiting until the main thread has answered. */
+ * waiting until the main thread has answered, or has been found unable to run JS. */
 static void ask(ckjs_host_call *call, host_request *req) {
     req->call = call;
     req->done = 0;
@@ -418,15 +465,37 @@ static void ask(ckjs_host_call *call, host_request *req) {
         serve(call->env, req);
         return;
     }
-    if (napi_call_threadsafe_function(call->tsfn, req, napi_tsfn_blocking) != napi_ok) {
+    /* Once stopped, nothing is posted: it could be served after this frame is gone. */
+    uv_mutex_lock(&call->lock);
+    int stopped = call->stopped;
+    uv_mutex_unlock(&call->lock);
+    if (stopped || napi_call_threadsafe_function(call->tsfn, req, napi_tsfn_blocking) != napi_ok) {
         snprintf(req->why, sizeof req->why, "the JS environment is shutting down");
         req->rc = CK_EIO;
         return;
     }
     uv_mutex_lock(&call->lock);
-    while (!req->done)
-        uv_cond_wait(&call->cond, &call->lock);
+    while (!req->done && !call->stopped) {
+        if (uv_cond_timedwait(&call->cond, &call->lock, PROBE_NS) != UV_ETIMEDOUT || call->probing)
+            continue;
+        call->probing = 1;
+        uv_mutex_unlock(&call->lock);
+        int posted = napi_call_threadsafe_function(call->tsfn, call, napi_tsfn_nonblocking);
+        uv_mutex_lock(&call->lock);
+        if (posted != napi_ok) {
+            call->probing = 0;
+            call->stopped = posted == napi_closing;
+        }
+    }
+    int given_up = !req->done;
     uv_mutex_unlock(&call->lock);
+    if (given_up) {
+        /* Nothing settles the Promise any more (JS cannot run), so nothing touches `req`. */
+        snprintf(req->why, sizeof req->why, "the JS environment is shutting down");
+        req->rc = CK_EIO;
+        req->out = NULL;
+        req->tokens = UINT64_MAX;
+    }
 }
 
 static int finish_backend_request(host_request *req, ck_error *err) {
@@ -537,15 +606,15 @@ void ckjs_host_call_end(napi_env env, ckjs_host_call *call, napi_value *count_er
         if (call->host->active == call) call->host->active = NULL;
         counted = take_ref(env, &call->count_error);
         backend = take_ref(env, &call->backend_error);
-        if (call->tsfn) {
-            /* Every request was answered (the worker waited for each), so nothing is queued;
-             * the function closes once released. */
-            if (napi_release_threadsafe_function(call->tsfn, napi_tsfn_release) != napi_ok)
-                call->tsfn = NULL;
-            uv_cond_destroy(&call->cond);
-            uv_mutex_destroy(&call->lock);
-        }
-        free(call);
+        /* Every request was answered (the worker waited for each), so at most a probe is
+         * still queued; the function closes once it has run, and it frees the call then. */
+        if (call->tsfn &&
+            napi_release_threadsafe_function(call->tsfn, napi_tsfn_release) != napi_ok)
+            call->probing = 0;
+        if (call->probing)
+            call->ended = 1;
+        else
+            call_free(call);
     }
     if (count_error) *count_error = counted;
     if (backend_error) *backend_error = backend;

@@ -310,6 +310,25 @@ describe('a backend: wrong answers, keys, busy rule, lifetimes', () => {
     await assert.rejects(c.readEvidence('call_c'), { code: 'CK_ECLOSED' });
   });
 
+  it('lets a worker thread be terminated while a put waits on a Promise that never settles',
+    { timeout: 60000 }, async () => {
+      // Without a check that JS can still run, the terminating Worker would wait forever for
+      // the compactor's work, which waits for the Promise.
+      const { Worker } = require('node:worker_threads');
+      const source = `
+        const { parentPort, workerData } = require('node:worker_threads');
+        const { Compactor } = require(workerData.index);
+        const c = new Compactor({ contextWindow: 1000, storeDir: workerData.store,
+          toolOffloadThreshold: 10, backend: { put: () => new Promise(() => {}), get: () => null } });
+        c.offload({ role: 'tool', tool_call_id: 'a', content: 'z'.repeat(100) });
+        setImmediate(() => parentPort.postMessage('waiting'));`;
+      const worker = new Worker(source, { eval: true,
+        workerData: { index: path.join(h.repoRoot, 'node', 'index.js'), store: s.tmpStore() } });
+      const [message] = await require('node:events').once(worker, 'message');
+      assert.equal(message, 'waiting');
+      assert.equal(await worker.terminate(), 1);
+    });
+
   it('refuses a backend without both methods, naming the option', () => {
     const store = s.tmpStore();
     assert.throws(() => new Compactor({ contextWindow: 10, storeDir: store, backend: { put() {} } }),
