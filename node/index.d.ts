@@ -228,10 +228,12 @@ export interface RetentionPolicy {
  * Retention policies by tool name or shell-style pattern (* ? [...]): an object (its key order
  * is the match order) or an array of [pattern, policy] pairs. The first match wins; tools no
  * pattern matches keep the built-in rule (first lines, plus error lines and last lines for
- * command-like output). In offload() the tool's name is not known (messages do not carry
- * it), so there only a pattern such as '*' matches.
+ * command-like output). In offload() a tool result does not name its tool, so there the name
+ * matched is 'tool' (a pattern such as '*' applies).
  */
-export type Retention = Record<string, RetentionPolicy> | ReadonlyArray<readonly [string, RetentionPolicy]>;
+export type Retention =
+  | Record<string, RetentionPolicy>
+  | ReadonlyArray<readonly [string, RetentionPolicy]>;
 
 /**
  * Your own storage for offloaded outputs, used instead of files under storeDir (the audit log

@@ -318,8 +318,9 @@ describe('a backend: wrong answers, keys, busy rule, lifetimes', () => {
       const source = `
         const { parentPort, workerData } = require('node:worker_threads');
         const { Compactor } = require(workerData.index);
+        const backend = { put: () => new Promise(() => {}), get: () => null };
         const c = new Compactor({ contextWindow: 1000, storeDir: workerData.store,
-          toolOffloadThreshold: 10, backend: { put: () => new Promise(() => {}), get: () => null } });
+          toolOffloadThreshold: 10, backend });
         c.offload({ role: 'tool', tool_call_id: 'a', content: 'z'.repeat(100) });
         setImmediate(() => parentPort.postMessage('waiting'));`;
       const worker = new Worker(source, { eval: true,
@@ -331,7 +332,8 @@ describe('a backend: wrong answers, keys, busy rule, lifetimes', () => {
 
   it('refuses a backend without both methods, naming the option', () => {
     const store = s.tmpStore();
-    assert.throws(() => new Compactor({ contextWindow: 10, storeDir: store, backend: { put() {} } }),
+    const putOnly = { put() {} };
+    assert.throws(() => new Compactor({ contextWindow: 10, storeDir: store, backend: putOnly }),
       { name: 'TypeError', message: /options\.backend\.get must be a function, not undefined/ });
     assert.throws(() => new Compactor({ contextWindow: 10, storeDir: store, backend: 'redis' }),
       { name: 'TypeError', message: /options\.backend must be an object with put and get/ });

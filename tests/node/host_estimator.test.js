@@ -52,8 +52,8 @@ describe('estimateTokens with a counting function', () => {
 
   it('counts a message as its strings joined, plus the overhead and images', () => {
     const fn = recordingCounter();
-    const message = { role: 'user', content: [h.text('look at this'),
-      { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, h.text('and this')] };
+    const image = { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } };
+    const message = { role: 'user', content: [h.text('look at this'), image, h.text('and this')] };
     assert.equal(estimateTokens(message, { estimator: fn }),
       Math.ceil('look at this\nand this'.length / 4) + IMAGE_TOKENS + MESSAGE_OVERHEAD);
     assert.deepEqual(fn.texts, ['look at this\nand this']);
@@ -74,9 +74,10 @@ describe('estimateTokens with a counting function', () => {
 
   it('counts a tool list as its JSON text', () => {
     const fn = recordingCounter();
-    const tools = [{ type: 'function', function: { name: 'bash', parameters: { type: 'object' } } }];
-    assert.equal(estimateTokens(tools, { estimator: fn }), Math.ceil(JSON.stringify(tools).length / 4));
-    assert.deepEqual(fn.texts, [JSON.stringify(tools)]);
+    const tools = [{ type: 'function', function: { name: 'bash', parameters: {} } }];
+    const json = JSON.stringify(tools);
+    assert.equal(estimateTokens(tools, { estimator: fn }), Math.ceil(json.length / 4));
+    assert.deepEqual(fn.texts, [json]);
   });
 
   it('passes on what the counter throws, and refuses bad answers', () => {
