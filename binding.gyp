@@ -27,6 +27,7 @@
         "node/src/apply.c",
         "node/src/compactor.c",
         "node/src/convert.c",
+        "node/src/host.c",
         "node/src/http.c"
       ],
       "include_dirs": ["csrc/include"],

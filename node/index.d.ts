@@ -6,6 +6,13 @@ export type Format = 'auto' | 'openai' | 'anthropic';
 /** Token estimators: the calibrated default, or UTF-8 bytes / 4 rounded up. */
 export type Estimator = 'default' | 'chars4' | 'cl100k';
 
+/**
+ * A host token counter: the number of tokens in `text` from your own tokenizer, a
+ * non-negative integer, answered synchronously. A Promise is refused (TypeError), as is a
+ * negative or fractional count (RangeError); what it throws fails the call that used it.
+ */
+export type TokenCounter = (text: string) => number;
+
 /** An OpenAI tool call as it appears in an assistant message's `tool_calls`. */
 export interface ToolCall {
   id: string;
@@ -71,8 +78,9 @@ export interface Message {
 export type ToolSchema = Record<string, unknown>;
 
 export interface EstimateOptions {
-  /** Default 'default'. */
-  estimator?: Estimator;
+  /** Default 'default'. A TokenCounter counts a string as fn(x), a message or a list message
+   * by message (with the per-message overheads), a tool list as fn(its JSON text). */
+  estimator?: Estimator | TokenCounter;
 }
 
 export interface FormatOptions {
@@ -197,7 +205,57 @@ export function mergeAnchors(
 /** Compaction tiers, in order of severity (DESIGN section 2). */
 export type Tier = 'none' | 'warn' | 'soft' | 'full' | 'emergency';
 
-export interface CompactorOptions {
+/**
+ * What the placeholder of an offloaded tool output keeps, for the tools a pattern names. A key
+ * left out is 0 (zero means zero: no head, no tail, no error lines), except maxBytes, where 0
+ * means the gate's cap (1 KB at compaction, 2 KB in offload()).
+ */
+export interface RetentionPolicy {
+  /** First lines kept. */
+  head?: number;
+  /** Last lines kept. */
+  tail?: number;
+  /** At most this many lines that carry errors (error, failed, exception, traceback, panic,
+   * exit code...), kept between head and tail. */
+  errors?: number;
+  /** The preview's cap in bytes; 0 means the gate's. */
+  maxBytes?: number;
+  /** false keeps this tool's outputs in the view, never offloaded. Default true. */
+  offload?: boolean;
+}
+
+/**
+ * Retention policies by tool name or shell-style pattern (* ? [...]): an object (its key order
+ * is the match order) or an array of [pattern, policy] pairs. The first match wins; tools no
+ * pattern matches keep the built-in rule (first lines, plus error lines and last lines for
+ * command-like output). In offload() a tool result does not name its tool, so there the name
+ * matched is 'tool' (a pattern such as '*' applies).
+ */
+export type Retention =
+  | Record<string, RetentionPolicy>
+  | ReadonlyArray<readonly [string, RetentionPolicy]>;
+
+/**
+ * Your own storage for offloaded outputs, used instead of files under storeDir (the audit log
+ * stays there). Keys are "tool_results/<session>/<file>.txt", made only of [A-Za-z0-9._~-] and
+ * '/'. Either method may return a Promise. A put that throws or rejects leaves the output in the
+ * view (fail-open) and the record's `error` names the key and the reason; a get that throws,
+ * rejects or gives something else than a string, null or undefined makes the read fail with
+ * CK_EIO (its `cause` is what the backend threw). get is also asked before a key is first
+ * written. Calls come on the main thread, one at a time.
+ */
+export interface EvidenceBackend {
+  put(key: string, text: string): unknown;
+  /** The text stored under `key`, or null / undefined when there is none. */
+  get(
+    key: string,
+  ): string | null | undefined | PromiseLike<string | null | undefined>;
+}
+
+/** T, or a Promise of T for a compactor with an evidence backend. */
+export type WithBackend<B, T> = [B] extends [undefined | null] ? T : Promise<T>;
+
+export interface CompactorOptions<B extends EvidenceBackend | undefined = undefined> {
   /** The model's context window in tokens (required; a positive integer). */
   contextWindow: number;
   /** The session's id; null (the default) makes a random one, and nothing is resumed. With an
@@ -223,12 +281,20 @@ export interface CompactorOptions {
    * timer does not keep the process alive: a summarizer that waits on nothing (no socket, no
    * timer) lets the process exit before the timeout. */
   summarizeTimeout?: number;
-  /** Default 'default'. */
-  estimator?: Estimator;
+  /** Default 'default'. A TokenCounter is used for every estimate the compactor makes (each
+   * message content is counted once and cached); what it throws, or a bad answer, makes
+   * compact() reject with that error, and a compaction that was not finished leaves the
+   * session as it was. */
+  estimator?: Estimator | TokenCounter;
   /** Default 'auto'. */
   format?: Format;
   /** Pin the first user message (the task) verbatim. Default true. */
   pinFirstUser?: boolean;
+  /** Retention policies per tool (see Retention). */
+  retention?: Retention | null;
+  /** Your own evidence storage. With one, offload(), readEvidence(), searchEvidence() and
+   * handleReadEvidence() return Promises, and the compactor's work runs on a libuv thread. */
+  backend?: B;
   /** Called with every audit record, after the compaction that wrote it. What it throws (or a
    * Promise it returns rejects with) is reported with process.emitWarning. */
   onCompaction?: ((record: CompactionRecord) => void | Promise<void>) | null;
@@ -248,9 +314,13 @@ export interface ResolvedCompactorOptions {
   readonly toolOffloadThreshold: number;
   readonly summaryMaxTokens: number;
   readonly summarizeTimeout: number;
-  readonly estimator: Estimator;
+  readonly estimator: Estimator | TokenCounter;
   readonly format: Format;
   readonly pinFirstUser: boolean;
+  /** Only when policies were given: them, as [pattern, policy] pairs with every key filled. */
+  readonly retention?: ReadonlyArray<readonly [string, Required<RetentionPolicy>]>;
+  /** Only when one was given. */
+  readonly backend?: EvidenceBackend;
 }
 
 /** What a summarizer is asked to do. */
@@ -417,14 +487,16 @@ export interface AnthropicToolDefinition {
  * @throws {TypeError | RangeError} for a bad option, {InputError} CK_EINVAL when the thresholds
  * are not increasing.
  */
-export class Compactor {
-  constructor(options: CompactorOptions);
+export class Compactor<B extends EvidenceBackend | undefined = undefined> {
+  constructor(options: CompactorOptions<B>);
 
   /**
    * The view of `messages` to send now. Rejects with TypeError for bad arguments, InputError
    * for malformed messages, CtxkeelError CK_EBUSY while another compact() of this compactor
    * is running, CK_ECLOSED after close(), and an Error named 'AbortError' when `signal` aborts.
-   * A failing, hanging or nonsensical summarizer never rejects: record.fallback says why.
+   * A failing, hanging or nonsensical summarizer never rejects: record.fallback says why. With
+   * a TokenCounter estimator, rejects with what it threw (or the TypeError / RangeError for its
+   * answer).
    */
   compact<M extends Message>(
     messages: readonly M[],
@@ -435,31 +507,33 @@ export class Compactor {
    * The tool-time gate: a new message with each tool result longer than toolOffloadThreshold
    * bytes stored and replaced by a placeholder, or the very same message when none is.
    */
-  offload<M extends Message>(message: M): M | Message;
+  offload<M extends Message>(message: M): WithBackend<B, M | Message>;
 
   /**
    * Lines [offset, offset + limit) of an offloaded output, exactly as stored; '' past the end.
    * `ref` is a tool-call id or the path a placeholder states.
    * @throws {InputError} CK_EINVAL when there is no such evidence.
+   * @throws {CtxkeelError} CK_EIO when the backend's get failed (the Promise rejects).
+   * @throws {CtxkeelError} CK_EBUSY with a backend while another call of this compactor runs.
    */
-  readEvidence(ref: string, options?: ReadEvidenceOptions | null): string;
+  readEvidence(ref: string, options?: ReadEvidenceOptions | null): WithBackend<B, string>;
 
   /**
    * The lines matching `pattern` (a POSIX extended regular expression) in one output, or in all
    * of the session's when `ref` is null. @throws {InputError} CK_EINVAL for a bad pattern or an
    * unknown ref.
    */
-  searchEvidence(ref: string | null, pattern: string): EvidenceHit[];
+  searchEvidence(ref: string | null, pattern: string): WithBackend<B, EvidenceHit[]>;
 
   /** Answers a model's read_evidence call; its mistakes come back as explanatory content. */
-  handleReadEvidence(call: ReadEvidenceToolCall): ReadEvidenceToolMessage;
-  handleReadEvidence(call: ReadEvidenceToolUse): ReadEvidenceToolResult;
+  handleReadEvidence(call: ReadEvidenceToolCall): WithBackend<B, ReadEvidenceToolMessage>;
+  handleReadEvidence(call: ReadEvidenceToolUse): WithBackend<B, ReadEvidenceToolResult>;
 
   /** The provider's prompt-token count for the last view returned; corrects later estimates. */
   observeUsage(promptTokens: number): void;
 
   /** Forgets the session state (checkpoint, coverage, offloads); the audit log stays.
-   * @throws {CtxkeelError} CK_EBUSY during a compact(). */
+   * @throws {CtxkeelError} CK_EBUSY during a compact() (or, with a backend, another call). */
   reset(): void;
 
   /** Frees the native state now; every later call throws CK_ECLOSED. Safe to call twice. */

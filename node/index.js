@@ -97,11 +97,26 @@ function checkMessages(messages) {
 }
 
 /**
+ * The estimator option: a name, or a function that counts the tokens of a string (synchronous;
+ * an async function is refused at once, a function that returns a Promise when it is called).
+ */
+function estimatorOption(options) {
+  const value = options === undefined || options === null ? undefined : options.estimator;
+  if (typeof value !== 'function') return option(options, 'estimator', ESTIMATORS);
+  if (util.types.isAsyncFunction(value)) {
+    throw typeError('options.estimator must count synchronously, not be an async function');
+  }
+  return value;
+}
+
+/**
  * Estimates tokens for a string, a message, a message list (items have "role") or a list of
- * tool schemas (items without "role").
+ * tool schemas (items without "role"). With a counting function as the estimator, a string is
+ * fn(x), a message or a list goes through it message by message (with the per-message
+ * overheads), and a tool list is fn(its JSON text).
  */
 function estimateTokens(x, options) {
-  const estimator = option(options, 'estimator', ESTIMATORS);
+  const estimator = estimatorOption(options);
   if (typeof x !== 'string' && (x === null || typeof x !== 'object')) {
     throw typeError(
       `x must be a string, a message, a message list or a tool list, not ${describe(x)}`,
@@ -205,12 +220,20 @@ function isAbortSignal(value) {
     typeof value.addEventListener === 'function';
 }
 
-// The options the native constructor reads (and checks: types, ranges, threshold order).
+// The options the native constructor reads (and checks: types, ranges, threshold order, the
+// retention policies and the backend's methods).
 const NATIVE_OPTIONS = [
   'contextWindow', 'sessionId', 'storeDir', 'warn', 'soft', 'full', 'emergency', 'keepTail',
   'offloadThreshold', 'toolOffloadThreshold', 'summaryMaxTokens', 'estimator', 'format',
-  'pinFirstUser',
+  'pinFirstUser', 'retention', 'backend',
 ];
+
+/** fn(value) now, or once `value` (a Promise) fulfils: one code path for the synchronous form
+ * of a method and its Promise form (a compactor with a backend). */
+function andThen(value, fn) {
+  return value instanceof Promise ? value.then(fn) : fn(value);
+}
+
 // Timers cannot wait longer than this many milliseconds; a longer timeout means none.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -361,6 +384,7 @@ class Compactor {
   #busy = false;
   #timeout;
   #estimator;
+  #backend;
   #onCompaction;
 
   constructor(options) {
@@ -383,10 +407,25 @@ class Compactor {
         `options.onCompaction must be a function or null, not ${describe(onCompaction)}`,
       );
     }
+    const counter = typeof rest.estimator === 'function' ? estimatorOption(rest) : null;
     this.#native = new addon.Compactor(rest);
     this.#timeout = summarizeTimeout;
-    this.#estimator = this.#native.options.estimator;
+    this.#estimator = counter ?? this.#native.options.estimator;
+    this.#backend = rest.backend ?? null;
     this.#onCompaction = onCompaction;
+  }
+
+  /**
+   * With a backend, the methods that may reach it return Promises (and reject rather than
+   * throw); without one they stay synchronous. fn makes the call.
+   */
+  #call(fn) {
+    if (this.#backend === null) return fn();
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -419,9 +458,10 @@ class Compactor {
     this.#busy = true;
     let job = null;
     try {
-      job = this.#native.begin(snapshot, toolTokens, summarizeFn !== null);
+      // With a backend, begin and finish run on a worker thread and return Promises.
+      job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null);
       if (job.needsSummary) await this.#summarize(job, snapshot, summarizeFn, signal);
-      const result = job.finish(snapshot);
+      const result = await job.finish(snapshot);
       const record = result.record === null ? null : JSON.parse(result.record);
       if (record !== null) this.#report(record);
       return {
@@ -466,66 +506,85 @@ class Compactor {
     }
   }
 
-  /** The tool-time gate: a new message with large tool results offloaded, or the same one. */
+  /**
+   * The tool-time gate: a new message with large tool results offloaded, or the same one (a
+   * Promise of it with a backend).
+   */
   offload(message) {
-    checkObject(message, 'message');
-    return this.#native.offload(message);
+    return this.#call(() => {
+      checkObject(message, 'message');
+      return this.#native.offload(message);
+    });
   }
 
-  /** Lines [offset, offset + limit) of an offloaded output; "" past the end. */
+  /** Lines [offset, offset + limit) of an offloaded output; "" past the end (a Promise of
+   * them with a backend). */
   readEvidence(ref, options) {
-    if (typeof ref !== 'string') throw typeError(`ref must be a string, not ${describe(ref)}`);
-    const opts = knownOptions(options, 'options', ['offset', 'limit']);
-    return this.#native.readEvidence(
-      ref,
-      integerOption(opts, 'offset', 0, 0),
-      integerOption(opts, 'limit', 1, 200),
-    );
+    return this.#call(() => {
+      if (typeof ref !== 'string') throw typeError(`ref must be a string, not ${describe(ref)}`);
+      const opts = knownOptions(options, 'options', ['offset', 'limit']);
+      return this.#native.readEvidence(
+        ref,
+        integerOption(opts, 'offset', 0, 0),
+        integerOption(opts, 'limit', 1, 200),
+      );
+    });
   }
 
-  /** Lines matching a POSIX extended regular expression, in one output or (ref null) all. */
+  /** Lines matching a POSIX extended regular expression, in one output or (ref null) all (a
+   * Promise of them with a backend). */
   searchEvidence(ref, pattern) {
-    if (ref !== null && ref !== undefined && typeof ref !== 'string') {
-      throw typeError(`ref must be a string or null, not ${describe(ref)}`);
-    }
-    if (typeof pattern !== 'string') {
-      throw typeError(`pattern must be a string, not ${describe(pattern)}`);
-    }
-    return this.#native.searchEvidence(ref ?? null, pattern);
+    return this.#call(() => {
+      if (ref !== null && ref !== undefined && typeof ref !== 'string') {
+        throw typeError(`ref must be a string or null, not ${describe(ref)}`);
+      }
+      if (typeof pattern !== 'string') {
+        throw typeError(`pattern must be a string, not ${describe(pattern)}`);
+      }
+      return this.#native.searchEvidence(ref ?? null, pattern);
+    });
   }
 
   /**
    * Answers a model's read_evidence call (an OpenAI tool call or an Anthropic tool_use block)
-   * with the matching tool result. The model's mistakes come back as text it can act on.
+   * with the matching tool result (a Promise of it with a backend). The model's mistakes come
+   * back as text it can act on.
    */
   handleReadEvidence(call) {
-    const { shape, id, input } = readEvidenceCall(call);
-    const args = readEvidenceArgs(input);
-    let content = args.problem;
-    let isError = Boolean(content);
-    if (!isError) {
-      try {
-        content = this.readEvidence(args.ref, { offset: args.offset, limit: args.limit });
-        const next = args.offset + args.limit;
-        if (content === '') {
-          isError = true;
-          content = `read_evidence: "${args.ref}" has no lines from line ${args.offset} on ` +
-            '(offset counts lines from 0).';
-        } else if (this.readEvidence(args.ref, { offset: next, limit: 1 }) !== '') {
-          content += `\n[ctxkeel: more lines follow; call read_evidence with ref ` +
-            `${JSON.stringify(args.ref)} and offset ${next}]`;
-        }
-      } catch (err) {
+    return this.#call(() => {
+      const { shape, id, input } = readEvidenceCall(call);
+      const args = readEvidenceArgs(input);
+      const reply = (content, isError) => {
+        if (shape === 'openai') return { role: 'tool', tool_call_id: id, content };
+        const result = { type: 'tool_result', tool_use_id: id, content };
+        if (isError) result.is_error = true;
+        return result;
+      };
+      if (args.problem) return reply(args.problem, true);
+      const missing = (err) => {
         if (!(err instanceof InputError)) throw err;
-        isError = true;
-        content = `read_evidence: no evidence named ${JSON.stringify(args.ref)} in this ` +
-          'session; use the ref that a "[ctxkeel: tool output offloaded]" placeholder names.';
+        return reply(`read_evidence: no evidence named ${JSON.stringify(args.ref)} in this ` +
+          'session; use the ref that a "[ctxkeel: tool output offloaded]" placeholder names.',
+        true);
+      };
+      const next = args.offset + args.limit;
+      let answer;
+      try {
+        answer = andThen(this.readEvidence(args.ref, { offset: args.offset, limit: args.limit }),
+          (content) => {
+            if (content === '') {
+              return reply(`read_evidence: "${args.ref}" has no lines from line ${args.offset} ` +
+                'on (offset counts lines from 0).', true);
+            }
+            return andThen(this.readEvidence(args.ref, { offset: next, limit: 1 }), (after) =>
+              reply(after === '' ? content : `${content}\n[ctxkeel: more lines follow; call ` +
+                `read_evidence with ref ${JSON.stringify(args.ref)} and offset ${next}]`, false));
+          });
+      } catch (err) {
+        return missing(err);
       }
-    }
-    if (shape === 'openai') return { role: 'tool', tool_call_id: id, content };
-    const result = { type: 'tool_result', tool_use_id: id, content };
-    if (isError) result.is_error = true;
-    return result;
+      return answer instanceof Promise ? answer.catch(missing) : answer;
+    });
   }
 
   /** Tells the compactor the provider's prompt-token count for the last view it returned. */
@@ -556,9 +615,13 @@ class Compactor {
     return this.#native.usageFactor;
   }
 
-  /** The options in force, defaults filled in. */
+  /** The options in force, defaults filled in; retention (as [pattern, policy] pairs), backend
+   * and a counting estimator only when given. */
   get options() {
-    return Object.freeze({ ...this.#native.options, summarizeTimeout: this.#timeout });
+    const options = { ...this.#native.options, summarizeTimeout: this.#timeout };
+    if (typeof this.#estimator === 'function') options.estimator = this.#estimator;
+    if (this.#backend !== null) options.backend = this.#backend;
+    return Object.freeze(options);
   }
 }
 

@@ -103,6 +103,15 @@ napi_value ckjs_throw_status(napi_env env, const ck_error *err) {
     return NULL;
 }
 
+napi_value ckjs_take_exception(napi_env env) {
+    bool pending = false;
+    napi_value error = NULL;
+    if (napi_is_exception_pending(env, &pending) != napi_ok || !pending ||
+        napi_get_and_clear_last_exception(env, &error) != napi_ok)
+        return NULL;
+    return error;
+}
+
 napi_value ckjs_fail(napi_env env, int rc, const ck_error *err) {
     if (rc == CKJS_THROWN) return NULL;
     if (err && err->code == rc) return ckjs_throw_status(env, err);
@@ -254,6 +263,30 @@ int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_
     return CK_OK;
 }
 
+int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
+                        napi_value *this_arg, napi_value *options) {
+    napi_value argv[1], target;
+    if (ckjs_get_args(env, info, argv, 1, this_arg)) return CKJS_THROWN;
+    NODE_API_CALL_RC(env, napi_get_new_target(env, info, &target));
+    if (!target) {
+        ckjs_throw_type_error(env, "%s must be called with new", cls);
+        return CKJS_THROWN;
+    }
+    napi_valuetype type = napi_undefined;
+    bool is_array = false;
+    if (argv[0]) {
+        NODE_API_CALL_RC(env, napi_typeof(env, argv[0], &type));
+        NODE_API_CALL_RC(env, napi_is_array(env, argv[0], &is_array));
+    }
+    if (type != napi_object || is_array) {
+        ckjs_throw_type_error(env, "options must be an object, not %s",
+                              argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+        return CKJS_THROWN;
+    }
+    *options = argv[0];
+    return CK_OK;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* estimateTokens                                                                             */
 /* ------------------------------------------------------------------------------------------ */
@@ -276,27 +309,67 @@ static int looks_like_messages(napi_env env, napi_value list, bool *yes) {
     return CK_OK;
 }
 
-/* Estimates a string's tokens, or, for the tool-schema path, the JSON text of any value. */
+/* A ck_counter over a JS function, for estimateTokens(x, {estimator: fn}). After a failure
+ * the error is pending and fn is not called again. */
+typedef struct js_counter {
+    napi_env env;
+    napi_value fn;
+    int failed;
+} js_counter;
+
+static uint64_t js_count(void *ctx, const char *text, size_t len) {
+    js_counter *jc = ctx;
+    uint64_t tokens = UINT64_MAX;
+    napi_handle_scope scope;
+    if (jc->failed || napi_open_handle_scope(jc->env, &scope) != napi_ok) return UINT64_MAX;
+    if (ckjs_call_counter(jc->env, jc->fn, text, len, &tokens)) {
+        jc->failed = 1;
+        tokens = UINT64_MAX;
+    }
+    if (napi_close_handle_scope(jc->env, scope) != napi_ok) return UINT64_MAX;
+    return tokens;
+}
+
+/* A count of the counter, or CKJS_THROWN (it failed; the error is pending) or CK_ENOMEM. */
+static int counted(const js_counter *jc, uint64_t tokens, uint64_t *out) {
+    if (tokens == UINT64_MAX) return jc->failed ? CKJS_THROWN : CK_ENOMEM;
+    *out = tokens;
+    return CK_OK;
+}
+
+/* Estimates a string's tokens, or, for the tool-schema path, the JSON text of any value; with
+ * a counter (jc->fn not NULL), counts them with it instead. */
 static int estimate_string(napi_env env, napi_value value, int tools, ck_estimator est,
-                           uint64_t *tokens) {
+                           js_counter *jc, uint64_t *tokens) {
     char *text = NULL;
     size_t len = 0;
     int rc = ckjs_dup_string(env, value, &text, &len);
     if (rc) return rc;
-    *tokens = tools ? ck_estimate_tools(text, len, est) : ck_estimate_text(text, len, est);
+    if (jc->fn)
+        rc = counted(jc, js_count(jc, text, len), tokens);
+    else
+        *tokens = tools ? ck_estimate_tools(text, len, est) : ck_estimate_text(text, len, est);
     free(text);
-    return CK_OK;
+    return rc;
 }
 
+/* estimateTokens(x, estimator): a string, a message, a message list or a tool list; the
+ * estimator is a name or a token-counting function. */
 static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
     napi_value argv[2];
     if (ckjs_get_args(env, info, argv, 2, NULL)) return NULL;
     int est = 0;
-    if (ckjs_choice(env, argv[1], "options.estimator", ckjs_estimator_names, 3, 0, &est))
-        return NULL;
-    napi_value x = argv[0];
+    js_counter jc = {env, NULL, 0};
     napi_valuetype type = napi_undefined;
+    if (argv[1]) NODE_API_CALL(env, napi_typeof(env, argv[1], &type));
+    if (type == napi_function)
+        jc.fn = argv[1];
+    else if (ckjs_choice(env, argv[1], "options.estimator", ckjs_estimator_names, 3, 0, &est))
+        return NULL;
+    ck_counter counter = {js_count, &jc};
+    napi_value x = argv[0];
     bool is_array = false;
+    type = napi_undefined;
     if (x) {
         NODE_API_CALL(env, napi_typeof(env, x, &type));
         NODE_API_CALL(env, napi_is_array(env, x, &is_array));
@@ -306,25 +379,31 @@ static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
     memset(&err, 0, sizeof err);
     int rc = CK_OK;
     if (type == napi_string) {
-        rc = estimate_string(env, x, 0, (ck_estimator)est, &tokens);
+        rc = estimate_string(env, x, 0, (ck_estimator)est, &jc, &tokens);
     } else if (is_array) {
         bool messages = false;
         if ((rc = looks_like_messages(env, x, &messages))) return NULL;
         if (messages) {
             ckjs_messages src;
             if (!(rc = ckjs_messages_read(env, x, &src, &err))) {
-                tokens = ck_estimate_history(src.history, (ck_estimator)est);
+                if (jc.fn)
+                    rc = counted(&jc, ck_count_history(src.history, &counter), &tokens);
+                else
+                    tokens = ck_estimate_history(src.history, (ck_estimator)est);
                 ckjs_messages_dispose(&src);
             }
         } else {
             napi_value json;
             if (!(rc = ckjs_json_stringify(env, x, &json)))
-                rc = estimate_string(env, json, 1, (ck_estimator)est, &tokens);
+                rc = estimate_string(env, json, 1, (ck_estimator)est, &jc, &tokens);
         }
     } else if (type == napi_object) {
         ckjs_messages src;
         if (!(rc = ckjs_message_read_one(env, x, &src, &err))) {
-            tokens = ck_estimate_message(src.history, 0, (ck_estimator)est);
+            if (jc.fn)
+                rc = counted(&jc, ck_count_message(src.history, 0, &counter), &tokens);
+            else
+                tokens = ck_estimate_message(src.history, 0, (ck_estimator)est);
             ckjs_messages_dispose(&src);
         }
     } else {

@@ -2,12 +2,12 @@
  * compactor.c - the Compactor class (a ck_compactor wrapped in a JS object), its Job class
  * (one ck_compaction in progress) and readEvidenceTool.
  *
- * node/index.js drives a compaction in synchronous steps around one await, so the event loop
- * is never held while a model writes the checkpoint:
+ * node/index.js drives a compaction in steps around one await, so the event loop is never
+ * held while a model writes the checkpoint:
  *
- *     job = native.begin(snapshot, toolTokens, useModel)
+ *     job = await native.begin(snapshot, toolTokens, useModel)
  *     if (job.needsSummary) { reply = await summarize(job.request()); job.setSummary(reply) }
- *     result = job.finish(snapshot)
+ *     result = await job.finish(snapshot)
  *
  * Between the steps the Job owns everything the core reads: the history (whose strings convert.c
  * copied into the history's own storage, so nothing is borrowed from V8) and the compaction.
@@ -15,6 +15,14 @@
  * compactor runs one job at a time, because a compaction reads and updates the session state
  * from begin to finish. When the environment is torn down the finalizers may run in any order,
  * so whichever of the two structs is released last frees the core compactor.
+ *
+ * The methods that reach the core (begin, finish, offload, readEvidence, searchEvidence) are
+ * each one "op". Without an evidence backend an op runs at once and the method returns its
+ * value (a token counter, if any, is called on this thread). With a backend, whose methods may
+ * return Promises, the op runs on a libuv worker (napi_async_work) and the method returns a
+ * Promise; host.c carries the backend's and the counter's calls to the main thread and back.
+ * While an op runs on a worker the compactor is busy: every other method that would touch the
+ * core throws CK_EBUSY, so the core is only ever used by one thread at a time.
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,8 +42,10 @@ static const napi_type_tag JOB_TAG = {0x63746b65656c2d6aull, 0x6f622d636f6d70f2u
 typedef struct ckjs_job ckjs_job;
 
 typedef struct ckjs_compactor {
-    ck_compactor *ck; /* NULL once freed: after close() with no job left */
+    ck_compactor *ck; /* NULL once freed: after close() with no job or op left */
+    ckjs_host *host;  /* the backend and the counter, or NULL */
     ckjs_job *job;    /* the live job, if any */
+    int running;      /* an op is running on a worker thread */
     int closed;       /* close() was called; every later call throws CK_ECLOSED */
     int wrapped;      /* the JS object's finalizer has not run yet */
 } ckjs_compactor;
@@ -173,18 +183,19 @@ static napi_value bool_value(napi_env env, int yes) {
 /* Lifetimes                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Frees the core compactor once it is closed and no job needs it any more. */
+/* Frees the core compactor once it is closed and no job or op needs it any more. */
 static void core_free_if_closed(ckjs_compactor *self) {
-    if (self->closed && !self->job && self->ck) {
+    if (self->closed && !self->job && !self->running && self->ck) {
         ck_compactor_free(self->ck);
         self->ck = NULL;
     }
 }
 
-/* Frees the struct once neither its JS object nor a job refers to it. */
-static void compactor_free_if_unused(ckjs_compactor *self) {
-    if (self->wrapped || self->job) return;
+/* Frees the struct once neither its JS object nor a job nor an op refers to it. */
+static void compactor_free_if_unused(napi_env env, ckjs_compactor *self) {
+    if (self->wrapped || self->job || self->running) return;
     ck_compactor_free(self->ck);
+    ckjs_host_free(env, self->host);
     free(self);
 }
 
@@ -206,7 +217,7 @@ static napi_status job_release(napi_env env, ckjs_job *job) {
     if (job->owner_ref) status = napi_delete_reference(env, job->owner_ref);
     job->owner_ref = NULL;
     core_free_if_closed(owner);
-    compactor_free_if_unused(owner);
+    compactor_free_if_unused(env, owner);
     return status;
 }
 
@@ -219,11 +230,10 @@ static void job_finalize(napi_env env, void *data, void *hint) {
 }
 
 static void compactor_finalize(napi_env env, void *data, void *hint) {
-    (void)env;
     (void)hint;
     ckjs_compactor *self = data;
     self->wrapped = 0;
-    compactor_free_if_unused(self);
+    compactor_free_if_unused(env, self);
 }
 
 /* The receiver of a Compactor method, open. NULL with CK_ECLOSED (or a TypeError) pending. */
@@ -245,6 +255,11 @@ static ckjs_job *live_job(napi_env env, napi_value this_arg) {
         throw_code(env, CK_ECLOSED, MSG_RELEASED);
         return NULL;
     }
+    if (job->owner->running) {
+        /* The job's own finish() is running on a worker. */
+        throw_code(env, CK_EBUSY, MSG_BUSY);
+        return NULL;
+    }
     if (job->owner->closed) {
         /* The compactor was closed while this job waited: let both go now. */
         NODE_API_CALL(env, job_release(env, job));
@@ -252,6 +267,19 @@ static ckjs_job *live_job(napi_env env, napi_value this_arg) {
         return NULL;
     }
     return job;
+}
+
+/* The receiver of a method that starts an op: open, and no op running. With a backend, a
+ * compaction in progress (begin() to finish()) also makes it busy: its ops would run on a
+ * worker beside the job's own. */
+static ckjs_compactor *idle_compactor(napi_env env, napi_value this_arg) {
+    ckjs_compactor *self = open_compactor(env, this_arg);
+    if (!self) return NULL;
+    if (self->running || (self->job && ckjs_host_backend(self->host))) {
+        throw_code(env, CK_EBUSY, MSG_BUSY);
+        return NULL;
+    }
+    return self;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -328,16 +356,241 @@ static int choice_option(option_reader *r, const char *key, const char *const *n
     return ckjs_choice(r->env, type == napi_undefined ? NULL : value, r->name, names, n, *out, out);
 }
 
+/* Reads a boolean argument. Returns 0, or -1 with a TypeError naming `what` pending. */
+static int get_boolean(napi_env env, napi_value value, const char *what, bool *out) {
+    napi_valuetype type;
+    NODE_API_CALL_BASE(env, napi_typeof(env, value, &type), -1);
+    if (type != napi_boolean) {
+        ckjs_throw_type_error(env, "%s must be a boolean, not %s", what,
+                              ckjs_type_name(env, value));
+        return -1;
+    }
+    NODE_API_CALL_BASE(env, napi_get_value_bool(env, value, out), -1);
+    return 0;
+}
+
+/* The own enumerable string keys of an object, in property order. */
+static int own_keys(napi_env env, napi_value obj, napi_value *keys, uint32_t *n) {
+    NODE_API_CALL_BASE(env,
+                       napi_get_all_property_names(env, obj, napi_key_own_only,
+                                                   napi_key_enumerable | napi_key_skip_symbols,
+                                                   napi_key_numbers_to_strings, keys),
+                       -1);
+    NODE_API_CALL_BASE(env, napi_get_array_length(env, *keys, n), -1);
+    return 0;
+}
+
+/* What read_options gathers for ck_compactor_new: copies that the constructor frees once the
+ * core has made its own, and the JS values of the host callbacks. */
+typedef struct option_store {
+    char *session_id, *store_dir;
+    ck_retention *retention; /* each `tool` a malloc'd copy */
+    size_t n_retention;
+    napi_value backend, counter; /* NULL when absent */
+} option_store;
+
+static void option_store_dispose(option_store *st) {
+    free(st->session_id);
+    free(st->store_dir);
+    for (size_t k = 0; k < st->n_retention; k++)
+        free((char *)st->retention[k].tool);
+    free(st->retention);
+}
+
+/* The keys of a retention policy, in the order of the error message. */
+static const char *const POLICY_KEYS[] = {"head", "tail", "errors", "maxBytes", "offload"};
+#define N_POLICY_KEYS 5
+
+/* Reads one retention policy object into *p; `where` names it in messages
+ * ("options.retention['pytest*']"). A key left out is 0 (maxBytes 0: the gate's cap), and
+ * offload defaults to true. Returns 0 or -1 with a TypeError or RangeError pending. */
+static int read_policy(napi_env env, napi_value policy, const char *where, ck_retention *p) {
+    napi_valuetype type;
+    bool is_array = false;
+    napi_value keys;
+    uint32_t n = 0;
+    NODE_API_CALL_BASE(env, napi_typeof(env, policy, &type), -1);
+    NODE_API_CALL_BASE(env, napi_is_array(env, policy, &is_array), -1);
+    if (type != napi_object || is_array) {
+        ckjs_throw_type_error(env, "%s must be a policy object, not %s", where,
+                              ckjs_type_name(env, policy));
+        return -1;
+    }
+    if (own_keys(env, policy, &keys, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value key, value;
+        char *name = NULL, what[224];
+        size_t len = 0;
+        int k = 0;
+        NODE_API_CALL_BASE(env, napi_get_element(env, keys, i, &key), -1);
+        if (get_string(env, key, where, 0, &name, &len)) return -1;
+        while (k < N_POLICY_KEYS && strcmp(name, POLICY_KEYS[k]) != 0)
+            k++;
+        snprintf(what, sizeof what, "%s.%.60s", where, name);
+        free(name);
+        if (k == N_POLICY_KEYS) {
+            ckjs_throw_range_error(env,
+                                   "%s is not a policy key (head, tail, errors, maxBytes, "
+                                   "offload)",
+                                   what);
+            return -1;
+        }
+        NODE_API_CALL_BASE(env, napi_get_property(env, policy, key, &value), -1);
+        double v = 0;
+        bool offload = true;
+        if (k == 4 ? get_boolean(env, value, what, &offload)
+                   : get_integer(env, value, what, 0, k == 3 ? MAX_SAFE : 4294967295.0, 0, &v))
+            return -1;
+        if (k == 0) p->head = (uint32_t)v;
+        if (k == 1) p->tail = (uint32_t)v;
+        if (k == 2) p->error_lines = (uint32_t)v;
+        if (k == 3) p->max_bytes = (uint64_t)v;
+        if (!offload) p->flags |= CK_RETAIN_NEVER_OFFLOAD;
+    }
+    return 0;
+}
+
+/*
+ * options.retention: an object of pattern -> policy (property order is match order), or an
+ * array of [pattern, policy] pairs. Fills st->retention. Returns 0 or -1 with an error pending
+ * that names the place: "options.retention['pytest*'].tail", "options.retention[2][0]".
+ */
+static int retention_option(option_reader *r, option_store *st) {
+    napi_env env = r->env;
+    napi_value list, keys = NULL;
+    napi_valuetype type;
+    bool is_array = false;
+    uint32_t n = 0;
+    if (read_option(r, "retention", &list, &type)) return -1;
+    if (type == napi_undefined) return 0;
+    NODE_API_CALL_BASE(env, napi_is_array(env, list, &is_array), -1);
+    if (type != napi_object) {
+        ckjs_throw_type_error(env,
+                              "options.retention must be an object of policies or an "
+                              "array of [pattern, policy] pairs, not %s",
+                              ckjs_type_name(env, list));
+        return -1;
+    }
+    if (is_array)
+        NODE_API_CALL_BASE(env, napi_get_array_length(env, list, &n), -1);
+    else if (own_keys(env, list, &keys, &n))
+        return -1;
+    if (!n) return 0;
+    if (!(st->retention = calloc(n, sizeof *st->retention))) {
+        ckjs_fail(env, CK_ENOMEM, NULL);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value pattern, policy, item;
+        char where[160], pattern_what[48];
+        snprintf(pattern_what, sizeof pattern_what, "an options.retention pattern");
+        if (!is_array) {
+            NODE_API_CALL_BASE(env, napi_get_element(env, keys, i, &pattern), -1);
+            NODE_API_CALL_BASE(env, napi_get_property(env, list, pattern, &policy), -1);
+        } else {
+            bool pair = false;
+            uint32_t len = 0;
+            NODE_API_CALL_BASE(env, napi_get_element(env, list, i, &item), -1);
+            NODE_API_CALL_BASE(env, napi_is_array(env, item, &pair), -1);
+            if (pair) NODE_API_CALL_BASE(env, napi_get_array_length(env, item, &len), -1);
+            if (!pair) {
+                ckjs_throw_type_error(env,
+                                      "options.retention[%u] must be a [pattern, policy] "
+                                      "pair, not %s",
+                                      i, ckjs_type_name(env, item));
+                return -1;
+            }
+            if (len != 2) {
+                ckjs_throw_range_error(env,
+                                       "options.retention[%u] must be a [pattern, policy] "
+                                       "pair, not an array of %u items",
+                                       i, len);
+                return -1;
+            }
+            NODE_API_CALL_BASE(env, napi_get_element(env, item, 0, &pattern), -1);
+            NODE_API_CALL_BASE(env, napi_get_element(env, item, 1, &policy), -1);
+            snprintf(pattern_what, sizeof pattern_what, "options.retention[%u][0]", i);
+        }
+        char *tool = NULL;
+        size_t len = 0;
+        if (get_string(env, pattern, pattern_what, 1, &tool, &len)) return -1;
+        st->retention[i].tool = tool;
+        st->n_retention = i + 1;
+        if (is_array)
+            snprintf(where, sizeof where, "options.retention[%u][1]", i);
+        else
+            snprintf(where, sizeof where, "options.retention['%.100s']", tool);
+        if (read_policy(env, policy, where, &st->retention[i])) return -1;
+    }
+    return 0;
+}
+
+/* options.backend: an object with put(key, text) and get(key) methods, or absent. */
+static int backend_option(option_reader *r, option_store *st) {
+    napi_env env = r->env;
+    napi_value backend;
+    napi_valuetype type;
+    bool is_array = false;
+    if (read_option(r, "backend", &backend, &type)) return -1;
+    if (type == napi_undefined) return 0;
+    NODE_API_CALL_BASE(env, napi_is_array(env, backend, &is_array), -1);
+    if (type != napi_object || is_array) {
+        ckjs_throw_type_error(env,
+                              "options.backend must be an object with put and get "
+                              "methods, not %s",
+                              ckjs_type_name(env, backend));
+        return -1;
+    }
+    /* The methods are looked up again at each call, as method calls are; here they are
+     * only checked. */
+    for (int i = 0; i < 2; i++) {
+        const char *method = i ? "get" : "put";
+        napi_value fn;
+        NODE_API_CALL_BASE(env, napi_get_named_property(env, backend, method, &fn), -1);
+        NODE_API_CALL_BASE(env, napi_typeof(env, fn, &type), -1);
+        if (type != napi_function) {
+            ckjs_throw_type_error(env, "options.backend.%s must be a function, not %s", method,
+                                  ckjs_type_name(env, fn));
+            return -1;
+        }
+    }
+    st->backend = backend;
+    return 0;
+}
+
+/* options.estimator: a name ('default', 'chars4', 'cl100k') or a token-counting function. */
+static int estimator_option(option_reader *r, option_store *st, ck_compactor_options *o) {
+    napi_value value;
+    napi_valuetype type;
+    int estimator = CK_EST_DEFAULT;
+    if (read_option(r, "estimator", &value, &type)) return -1;
+    if (type == napi_function) {
+        st->counter = value;
+        return 0;
+    }
+    if (type != napi_undefined && type != napi_string) {
+        ckjs_throw_type_error(r->env,
+                              "options.estimator must be 'default', 'chars4', 'cl100k' "
+                              "or a function, not %s",
+                              ckjs_type_name(r->env, value));
+        return -1;
+    }
+    if (ckjs_choice(r->env, type == napi_undefined ? NULL : value, r->name, ckjs_estimator_names, 3,
+                    estimator, &estimator))
+        return -1;
+    o->estimator = (ck_estimator)estimator;
+    return 0;
+}
+
 /* Reads the options object (camelCase keys, as node/index.js passes them on) into `o`, with
- * copies of the strings in *session_id and *store_dir (freed by the caller). */
-static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, char **session_id,
-                        char **store_dir) {
+ * what the core copies kept in `st` (disposed by the caller, whatever the result). */
+static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, option_store *st) {
     option_reader r;
     r.env = env;
     r.obj = obj;
     napi_value value;
     napi_valuetype type;
-    int estimator = CK_EST_DEFAULT, format = CK_FORMAT_AUTO;
+    int format = CK_FORMAT_AUTO;
     if (read_option(&r, "contextWindow", &value, &type)) return -1;
     if (type == napi_undefined) {
         ckjs_throw_type_error(env, "options.contextWindow is required");
@@ -353,63 +606,63 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, c
     uint64_t keep_tail = 0;
     if (integer_option(&r, "keepTail", 1, 4294967295.0, &keep_tail)) return -1;
     o->keep_tail = (uint32_t)keep_tail;
-    if (choice_option(&r, "estimator", ckjs_estimator_names, 3, &estimator) ||
-        choice_option(&r, "format", ckjs_format_names, 3, &format))
+    if (estimator_option(&r, st, o) || choice_option(&r, "format", ckjs_format_names, 3, &format))
         return -1;
-    o->estimator = (ck_estimator)estimator;
     o->format = (ck_format)format;
     if (read_option(&r, "pinFirstUser", &value, &type)) return -1;
     if (type != napi_undefined) {
         bool pin = true;
-        if (type != napi_boolean) {
-            ckjs_throw_type_error(env, "%s must be a boolean, not %s", r.name,
-                                  ckjs_type_name(env, value));
-            return -1;
-        }
-        NODE_API_CALL_BASE(env, napi_get_value_bool(env, value, &pin), -1);
+        if (get_boolean(env, value, r.name, &pin)) return -1;
         if (!pin) o->flags |= CK_OPT_NO_PIN_FIRST_USER;
     }
-    if (string_option(&r, "sessionId", session_id) || string_option(&r, "storeDir", store_dir))
+    if (string_option(&r, "sessionId", &st->session_id) ||
+        string_option(&r, "storeDir", &st->store_dir) || retention_option(&r, st) ||
+        backend_option(&r, st))
         return -1;
-    o->session_id = *session_id;
-    o->store_dir = *store_dir;
+    o->session_id = st->session_id;
+    o->store_dir = st->store_dir;
+    o->retention = st->retention;
+    o->n_retention = st->n_retention;
     return 0;
 }
 
 static napi_value compactor_construct(napi_env env, napi_callback_info info) {
-    napi_value argv[1], this_arg, target;
-    if (ckjs_get_args(env, info, argv, 1, &this_arg)) return NULL;
-    NODE_API_CALL(env, napi_get_new_target(env, info, &target));
-    if (!target) return ckjs_throw_type_error(env, "Compactor must be called with new");
-    napi_valuetype type = napi_undefined;
-    bool is_array = false;
-    if (argv[0]) {
-        NODE_API_CALL(env, napi_typeof(env, argv[0], &type));
-        NODE_API_CALL(env, napi_is_array(env, argv[0], &is_array));
-    }
-    if (type != napi_object || is_array)
-        return ckjs_throw_type_error(env, "options must be an object, not %s",
-                                     argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+    napi_value this_arg, options;
+    if (ckjs_construct_args(env, info, "Compactor", &this_arg, &options)) return NULL;
     ck_compactor_options o;
     memset(&o, 0, sizeof o);
-    char *session_id = NULL, *store_dir = NULL;
-    int failed = read_options(env, argv[0], &o, &session_id, &store_dir);
+    option_store st;
+    memset(&st, 0, sizeof st);
+    ckjs_host *host = NULL;
     ck_error err;
     memset(&err, 0, sizeof err);
-    ck_compactor *ck = failed ? NULL : ck_compactor_new(&o, &err);
-    free(session_id);
-    free(store_dir);
-    if (failed) return NULL;
-    if (!ck) return ckjs_fail(env, err.code, &err);
+    ck_compactor *ck = NULL;
+    int rc = read_options(env, options, &o, &st) ? CKJS_THROWN : CK_OK;
+    if (!rc) rc = ckjs_host_new(env, st.backend, st.counter, &host);
+    if (!rc) {
+        /* The core calls the host's callbacks only during the calls that compactor methods
+         * make (see host.c), never from ck_compactor_new. */
+        o.backend = ckjs_host_backend(host);
+        o.counter = ckjs_host_counter(host);
+        if (!(ck = ck_compactor_new(&o, &err))) rc = err.code;
+    }
+    option_store_dispose(&st);
+    if (rc) {
+        ckjs_host_free(env, host);
+        return ckjs_fail(env, rc, &err);
+    }
     ckjs_compactor *self = calloc(1, sizeof *self);
     if (!self) {
         ck_compactor_free(ck);
+        ckjs_host_free(env, host);
         return ckjs_fail(env, CK_ENOMEM, NULL);
     }
     self->ck = ck;
+    self->host = host;
     if (napi_wrap(env, this_arg, self, compactor_finalize, NULL, NULL) != napi_ok) {
         ckjs_throw_last_error(env, "napi_wrap");
         ck_compactor_free(ck);
+        ckjs_host_free(env, host);
         free(self);
         return NULL;
     }
@@ -419,7 +672,7 @@ static napi_value compactor_construct(napi_env env, napi_callback_info info) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Compactor methods                                                                          */
+/* Jobs in the making                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
 /* Undoes a begin() that failed half-way: the compactor is free for the next job, and the
@@ -444,15 +697,279 @@ static napi_value job_object(napi_env env, ckjs_job *job) {
     return obj;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Ops: a method's work in the core, run at once or on a worker                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum op_kind { OP_BEGIN, OP_FINISH, OP_OFFLOAD, OP_READ, OP_SEARCH } op_kind;
+
+/* One method's work in the core: the inputs it copied, and what the core gave back. Only the
+ * main thread uses its napi fields; op_run uses the rest. */
+typedef struct compactor_op {
+    op_kind kind;
+    ckjs_compactor *owner;
+    ckjs_job *job;        /* begin: the job being made; finish: the job */
+    ckjs_host_call *call; /* the host callbacks' call, or NULL without a host */
+    /* On a worker only. */
+    napi_async_work work;
+    napi_deferred deferred;
+    napi_ref this_ref;  /* the receiver (Compactor or Job), kept alive until complete */
+    napi_ref input_ref; /* finish: the snapshot; offload: the message */
+    /* Inputs. */
+    ck_history *history; /* offload: the message as a history (strings copied) */
+    ck_format format;    /* offload: its format */
+    uint64_t tool_tokens;
+    int use_model;
+    char *ref, *pattern; /* read, search (ref NULL: the whole session) */
+    size_t ref_len, offset, limit, max_hits;
+    /* Outputs. */
+    int rc; /* a core status, or CKJS_THROWN: the token counter failed */
+    ck_error err;
+    ck_view *view; /* offload */
+    char *text;    /* read: the lines; search: the JSON text (ck_free) */
+    size_t len;
+} compactor_op;
+
+static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot);
+
+/* begin's core part. With useModel false there is no summarizer: the compaction is finished
+ * at once by the extractive summarizer, as the default rather than as a fallback, and
+ * finish() only builds the result. */
+static int begin_compaction(compactor_op *op) {
+    ckjs_job *job = op->job;
+    ck_compactor *ck = op->owner->ck;
+    int counted = ckjs_host_counter(op->owner->host).count != NULL;
+    int rc;
+    if (!op->use_model && !counted) {
+        rc = ck_compactor_compact(ck, job->history, op->tool_tokens, NULL, NULL, &job->c, &op->err);
+        job->finished = !rc;
+        return rc;
+    }
+    rc = ck_compactor_begin(ck, job->history, op->tool_tokens, &job->c, &op->err);
+    /* A counter that failed makes the method fail, and a compaction that is not finished
+     * leaves the session as it was. */
+    if (!rc && ckjs_host_call_count_failed(op->call)) rc = CKJS_THROWN;
+    if (!rc && !op->use_model) {
+        if (ck_compaction_needs_summary(job->c)) {
+            /* Only ck_compactor_compact() can tell the core that the extractive summary is
+             * the default here; it begins again, with the token counts cached. */
+            ck_compaction_free(job->c);
+            job->c = NULL;
+            rc = ck_compactor_compact(ck, job->history, op->tool_tokens, NULL, NULL, &job->c,
+                                      &op->err);
+        } else {
+            rc = ck_compactor_finish(ck, job->c, &op->err);
+        }
+        job->finished = !rc;
+    }
+    if (rc) {
+        ck_compaction_free(job->c);
+        job->c = NULL;
+    }
+    return rc;
+}
+
 /*
- * begin(messages, toolTokens = 0, useModel = true) -> Job. With useModel false there is no
- * summarizer: the compaction is finished at once by the extractive summarizer, as the default
- * rather than as a fallback, and finish() only builds the result.
+ * The core part of an op. On a worker thread it must not call napi_* nor touch a JS value, and
+ * it does not: it calls only the core, on the copies the method made; the core's calls to the
+ * backend and the counter go through host.c, which takes them to the main thread.
+ */
+static void op_run(compactor_op *op) {
+    ck_compactor *ck = op->owner->ck;
+    memset(&op->err, 0, sizeof op->err);
+    op->err.index = CK_NONE;
+    switch (op->kind) {
+        case OP_BEGIN: op->rc = begin_compaction(op); break;
+        case OP_FINISH:
+            op->rc = op->job->finished ? CK_OK : ck_compactor_finish(ck, op->job->c, &op->err);
+            if (!op->rc) op->job->finished = 1;
+            break;
+        case OP_OFFLOAD:
+            /* A store that cannot be written is not an error here (fail-open): the core
+             * returns CK_OK with an identity view and fills err. */
+            op->rc = ck_compactor_offload(ck, op->history, 0, &op->view, &op->err);
+            break;
+        case OP_READ:
+            op->rc = ck_compactor_read_evidence(ck, op->ref, op->ref_len, op->offset, op->limit,
+                                                &op->text, &op->len, &op->err);
+            break;
+        case OP_SEARCH:
+            op->rc = ck_compactor_search_evidence(ck, op->ref, op->ref_len, op->pattern,
+                                                  op->max_hits, &op->text, &op->len, &op->err);
+            break;
+    }
+}
+
+/* The JS result of an op that succeeded, built from `input` (finish: the snapshot; offload:
+ * the message). NULL with an exception pending on failure. */
+static napi_value op_result(napi_env env, compactor_op *op, napi_value input) {
+    napi_value result = NULL, list;
+    switch (op->kind) {
+        case OP_BEGIN: return job_object(env, op->job);
+        case OP_FINISH:
+            result = job_result(env, op->job, input);
+            if (result) NODE_API_CALL(env, job_release(env, op->job));
+            return result;
+        case OP_OFFLOAD: {
+            if (ck_view_is_identity(op->view)) return input;
+            ckjs_messages src;
+            src.history = op->history;
+            src.objects = &input;
+            src.count = 1;
+            if (!(list = ckjs_view_apply(env, &src, op->view, op->format))) return NULL;
+            NODE_API_CALL(env, napi_get_element(env, list, 0, &result));
+            return result;
+        }
+        case OP_READ: return ckjs_string(env, op->text, op->len);
+        case OP_SEARCH: return ckjs_json_parse(env, op->text, op->len, &result) ? NULL : result;
+    }
+    return NULL;
+}
+
+/*
+ * Ends the op's host call and gives its outcome (main thread): the result, with *ok set, or
+ * the error to throw or reject with: what the counter threw, else the core's error, whose
+ * `cause` is what the backend threw or rejected with. NULL if even the error cannot be made.
+ */
+static napi_value op_outcome(napi_env env, compactor_op *op, napi_value input, bool *ok) {
+    napi_value count_error, backend_error, result;
+    ckjs_host_call_end(env, op->call, &count_error, &backend_error);
+    op->call = NULL;
+    *ok = false;
+    if (count_error) return count_error;
+    if (op->rc == CKJS_THROWN)
+        throw_code(env, CK_EIO, "the token counter failed");
+    else if (op->rc)
+        ckjs_fail(env, op->rc, &op->err);
+    else if ((result = op_result(env, op, input))) {
+        *ok = true;
+        return result;
+    }
+    napi_value error = ckjs_take_exception(env);
+    if (error && backend_error &&
+        napi_set_named_property(env, error, "cause", backend_error) != napi_ok)
+        ckjs_take_exception(env);
+    return error;
+}
+
+/* Releases what the op holds; a begin that failed gives its job up. */
+static void op_dispose(napi_env env, compactor_op *op, bool ok) {
+    ckjs_host_call_end(env, op->call, NULL, NULL);
+    op->call = NULL;
+    if (op->kind == OP_BEGIN && !ok) job_discard(env, op->job);
+    ck_history_free(op->history);
+    ck_view_free(op->view);
+    ck_free(op->text);
+    free(op->ref);
+    free(op->pattern);
+}
+
+static void op_execute(napi_env env, void *data) {
+    (void)env;
+    op_run(data);
+}
+
+/*
+ * Runs on the main thread when a worker's op is over. It always settles the promise, deletes
+ * the work item and the references and frees the op, whatever fails on the way; it calls no
+ * user code (the backend and the counter were called while the op ran).
+ */
+static void op_complete(napi_env env, napi_status status, void *data) {
+    compactor_op *op = data;
+    ckjs_compactor *owner = op->owner;
+    owner->running = 0;
+    if (status != napi_ok) op->rc = status == napi_cancelled ? CK_ECANCELED : CK_EIO;
+    napi_value input = NULL, value;
+    if (op->input_ref && napi_get_reference_value(env, op->input_ref, &input) != napi_ok)
+        input = NULL;
+    bool ok = false;
+    value = op_outcome(env, op, input, &ok);
+    if (!value && napi_get_undefined(env, &value) != napi_ok) value = NULL;
+    napi_status settled = napi_generic_failure;
+    if (value) {
+        settled = ok ? napi_resolve_deferred(env, op->deferred, value)
+                     : napi_reject_deferred(env, op->deferred, value);
+    }
+    /* A promise that cannot be settled (the environment is going away) has no one left to
+     * tell; throwing here would be fatal. The cleanup happens regardless. */
+    if (settled != napi_ok) op->deferred = NULL;
+    op_dispose(env, op, ok);
+    if (napi_delete_async_work(env, op->work) != napi_ok) op->work = NULL;
+    napi_ref refs[2] = {op->input_ref, op->this_ref};
+    for (int i = 0; i < 2; i++)
+        if (refs[i] && napi_delete_reference(env, refs[i]) != napi_ok) continue;
+    core_free_if_closed(owner);
+    compactor_free_if_unused(env, owner);
+    free(op);
+}
+
+/* Queues a copy of `tmpl` on the thread pool; returns its promise, or NULL with an exception
+ * pending (and `tmpl` disposed). */
+static napi_value op_queue(napi_env env, compactor_op *tmpl, napi_value this_arg,
+                           napi_value input) {
+    compactor_op *op = malloc(sizeof *op);
+    if (!op) {
+        op_dispose(env, tmpl, false);
+        return ckjs_fail(env, CK_ENOMEM, NULL);
+    }
+    *op = *tmpl;
+    napi_value promise, resource;
+    if (napi_create_reference(env, this_arg, 1, &op->this_ref) != napi_ok ||
+        (input && napi_create_reference(env, input, 1, &op->input_ref) != napi_ok) ||
+        napi_create_string_utf8(env, "ctxkeel.Compactor", NAPI_AUTO_LENGTH, &resource) != napi_ok ||
+        napi_create_async_work(env, NULL, resource, op_execute, op_complete, op, &op->work) !=
+            napi_ok ||
+        napi_create_promise(env, &op->deferred, &promise) != napi_ok ||
+        napi_queue_async_work(env, op->work) != napi_ok) {
+        ckjs_throw_last_error(env, "starting the work");
+        /* The promise, if made, was never handed out; an unsettled deferred is only leaked. */
+        if (op->work && napi_delete_async_work(env, op->work) != napi_ok) op->work = NULL;
+        napi_ref refs[2] = {op->input_ref, op->this_ref};
+        for (int i = 0; i < 2; i++)
+            if (refs[i] && napi_delete_reference(env, refs[i]) != napi_ok) continue;
+        op_dispose(env, op, false);
+        free(op);
+        return NULL;
+    }
+    op->owner->running = 1;
+    return promise;
+}
+
+/*
+ * Runs an op from a method: with a backend on a worker, returning a Promise of the result;
+ * otherwise at once, returning the result or throwing. `tmpl` is filled by the method and
+ * always disposed; `input` is what finish and offload build their results from.
+ */
+static napi_value op_launch(napi_env env, compactor_op *tmpl, napi_value this_arg,
+                            napi_value input) {
+    int threaded = ckjs_host_backend(tmpl->owner->host) != NULL;
+    int rc = ckjs_host_call_start(env, tmpl->owner->host, threaded, &tmpl->call);
+    if (rc) {
+        op_dispose(env, tmpl, false);
+        return ckjs_fail(env, rc, NULL);
+    }
+    if (threaded) return op_queue(env, tmpl, this_arg, input);
+    op_run(tmpl);
+    bool ok = false;
+    napi_value value = op_outcome(env, tmpl, input, &ok);
+    op_dispose(env, tmpl, ok);
+    if (ok) return value;
+    if (value) NODE_API_CALL(env, napi_throw(env, value));
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Compactor methods                                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * begin(messages, toolTokens = 0, useModel = true) -> Job (a Promise of it with a backend).
+ * With useModel false the compaction is finished at once (see begin_compaction()).
  */
 static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     napi_value argv[3], this_arg;
     if (ckjs_get_args(env, info, argv, 3, &this_arg)) return NULL;
-    ckjs_compactor *self = open_compactor(env, this_arg);
+    ckjs_compactor *self = idle_compactor(env, this_arg);
     if (!self) return NULL;
     if (self->job) return throw_code(env, CK_EBUSY, MSG_BUSY);
     bool is_array = false, use_model = true;
@@ -474,7 +991,8 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     ck_error err;
     int rc = ckjs_messages_read(env, argv[0], &src, &err);
     if (rc) return ckjs_fail(env, rc, &err);
-    /* Only the history is kept: the napi values of the objects die with this call. */
+    /* Only the history is kept: the napi values of the objects die with this call. The
+     * history owns copies of every string, so a worker may read it. */
     free(src.objects);
     ckjs_job *job = calloc(1, sizeof *job);
     if (!job) {
@@ -483,37 +1001,36 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     }
     job->history = src.history;
     job->count = src.count;
+    job->owner = self;
+    self->job = job;
     ck_compactor_options o;
     ck_compactor_get_options(self->ck, &o);
     rc = ck_history_format(job->history, o.format, &job->format, &err);
-    if (!rc && use_model)
-        rc = ck_compactor_begin(self->ck, job->history, (uint64_t)tool_tokens, &job->c, &err);
-    else if (!rc)
-        rc = ck_compactor_compact(self->ck, job->history, (uint64_t)tool_tokens, NULL, NULL,
-                                  &job->c, &err);
     if (rc) {
         job_discard(env, job);
         return ckjs_fail(env, rc, &err);
     }
-    job->finished = !use_model;
-    job->owner = self;
-    self->job = job;
     if (napi_create_reference(env, this_arg, 1, &job->owner_ref) != napi_ok) {
         ckjs_throw_last_error(env, "napi_create_reference");
         job_discard(env, job);
         return NULL;
     }
-    napi_value obj = job_object(env, job);
-    if (!obj) job_discard(env, job);
-    return obj;
+    compactor_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = OP_BEGIN;
+    op.owner = self;
+    op.job = job;
+    op.tool_tokens = (uint64_t)tool_tokens;
+    op.use_model = use_model;
+    return op_launch(env, &op, this_arg, NULL);
 }
 
 /* offload(message) -> the message with large tool results replaced by placeholders (a new
- * object), or the very same object when nothing was offloaded. */
+ * object), or the very same object when nothing was offloaded (a Promise with a backend). */
 static napi_value compactor_offload(napi_env env, napi_callback_info info) {
     napi_value argv[1], this_arg;
     if (ckjs_get_args(env, info, argv, 1, &this_arg)) return NULL;
-    ckjs_compactor *self = open_compactor(env, this_arg);
+    ckjs_compactor *self = idle_compactor(env, this_arg);
     if (!self) return NULL;
     napi_valuetype type = napi_undefined;
     bool is_array = false;
@@ -528,81 +1045,68 @@ static napi_value compactor_offload(napi_env env, napi_callback_info info) {
     ck_error err;
     int rc = ckjs_message_read_one(env, argv[0], &src, &err);
     if (rc) return ckjs_fail(env, rc, &err);
+    free(src.objects);
+    compactor_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = OP_OFFLOAD;
+    op.owner = self;
+    op.history = src.history;
+    op.format = CK_FORMAT_OPENAI;
     ck_compactor_options o;
     ck_compactor_get_options(self->ck, &o);
-    ck_format format = CK_FORMAT_OPENAI;
-    ck_view *view = NULL;
-    napi_value result = NULL, list;
-    /* A store that cannot be written is not an error here (fail-open): the core returns CK_OK
-     * with an identity view and fills err, and the message comes back as it was. */
-    if ((rc = ck_history_format(src.history, o.format, &format, &err)) ||
-        (rc = ck_compactor_offload(self->ck, src.history, 0, &view, &err)))
-        ckjs_fail(env, rc, &err);
-    else if (ck_view_is_identity(view))
-        result = src.objects[0];
-    else if ((list = ckjs_view_apply(env, &src, view, format)) &&
-             napi_get_element(env, list, 0, &result) != napi_ok) {
-        ckjs_throw_last_error(env, "napi_get_element");
-        result = NULL;
+    if ((rc = ck_history_format(op.history, o.format, &op.format, &err))) {
+        ck_history_free(op.history);
+        return ckjs_fail(env, rc, &err);
     }
-    ck_view_free(view);
-    ckjs_messages_dispose(&src);
-    return result;
+    return op_launch(env, &op, this_arg, argv[0]);
 }
 
-/* readEvidence(ref, offset = 0, limit = 200) -> the text of lines [offset, offset + limit). */
+/* readEvidence(ref, offset = 0, limit = 200) -> the text of lines [offset, offset + limit)
+ * (a Promise with a backend). */
 static napi_value compactor_read_evidence(napi_env env, napi_callback_info info) {
     napi_value argv[3], this_arg;
     if (ckjs_get_args(env, info, argv, 3, &this_arg)) return NULL;
-    ckjs_compactor *self = open_compactor(env, this_arg);
+    ckjs_compactor *self = idle_compactor(env, this_arg);
     if (!self) return NULL;
     double offset = 0, limit = 0;
     if (get_integer(env, argv[1], "offset", 0, MAX_SAFE, 0, &offset) ||
         get_integer(env, argv[2], "limit", 0, MAX_SAFE, 200, &limit))
         return NULL;
-    char *ref = NULL, *text = NULL;
-    size_t ref_len = 0, len = 0;
-    if (get_string(env, argv[0], "ref", 0, &ref, &ref_len)) return NULL;
-    ck_error err;
-    int rc = ck_compactor_read_evidence(self->ck, ref, ref_len, (size_t)offset, (size_t)limit,
-                                        &text, &len, &err);
-    free(ref);
-    napi_value result = rc ? ckjs_fail(env, rc, &err) : ckjs_string(env, text, len);
-    ck_free(text);
-    return result;
+    compactor_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = OP_READ;
+    op.owner = self;
+    op.offset = (size_t)offset;
+    op.limit = (size_t)limit;
+    if (get_string(env, argv[0], "ref", 0, &op.ref, &op.ref_len)) return NULL;
+    return op_launch(env, &op, this_arg, NULL);
 }
 
-/* searchEvidence(ref | null, pattern, maxHits = 0) -> [{ref, line, text}]. */
+/* searchEvidence(ref | null, pattern, maxHits = 0) -> [{ref, line, text}] (a Promise with a
+ * backend). */
 static napi_value compactor_search_evidence(napi_env env, napi_callback_info info) {
     napi_value argv[3], this_arg;
     if (ckjs_get_args(env, info, argv, 3, &this_arg)) return NULL;
-    ckjs_compactor *self = open_compactor(env, this_arg);
+    ckjs_compactor *self = idle_compactor(env, this_arg);
     if (!self) return NULL;
     double max_hits = 0;
     if (get_integer(env, argv[2], "maxHits", 0, MAX_SAFE, 0, &max_hits)) return NULL;
     napi_valuetype type = napi_undefined;
     if (argv[0]) NODE_API_CALL(env, napi_typeof(env, argv[0], &type));
-    char *ref = NULL, *pattern = NULL, *json = NULL;
-    size_t ref_len = 0, pattern_len = 0, len = 0;
+    compactor_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = OP_SEARCH;
+    op.owner = self;
+    op.max_hits = (size_t)max_hits;
+    size_t pattern_len = 0;
     if (type != napi_undefined && type != napi_null &&
-        get_string(env, argv[0], "ref", 0, &ref, &ref_len))
+        get_string(env, argv[0], "ref", 0, &op.ref, &op.ref_len))
         return NULL;
-    if (get_string(env, argv[1], "pattern", 1, &pattern, &pattern_len)) {
-        free(ref);
+    if (get_string(env, argv[1], "pattern", 1, &op.pattern, &pattern_len)) {
+        free(op.ref);
         return NULL;
     }
-    ck_error err;
-    int rc = ck_compactor_search_evidence(self->ck, ref, ref_len, pattern, (size_t)max_hits, &json,
-                                          &len, &err);
-    free(ref);
-    free(pattern);
-    napi_value result = NULL;
-    if (rc)
-        ckjs_fail(env, rc, &err);
-    else if (ckjs_json_parse(env, json, len, &result))
-        result = NULL;
-    ck_free(json);
-    return result;
+    return op_launch(env, &op, this_arg, NULL);
 }
 
 /* observeUsage(promptTokens): the provider's count for the last view returned. */
@@ -617,6 +1121,7 @@ static napi_value compactor_observe_usage(napi_env env, napi_callback_info info)
     if (type == napi_undefined)
         return ckjs_throw_type_error(env, "promptTokens must be a number, not undefined");
     if (get_integer(env, argv[0], "promptTokens", 0, MAX_SAFE, 0, &tokens)) return NULL;
+    if (self->running) return throw_code(env, CK_EBUSY, MSG_BUSY);
     ck_compactor_observe_usage(self->ck, (uint64_t)tokens);
     return undefined_value(env);
 }
@@ -627,7 +1132,7 @@ static napi_value compactor_reset(napi_env env, napi_callback_info info) {
     ckjs_compactor *self = open_compactor(env, this_arg);
     if (!self) return NULL;
     /* A job in progress points into the session state that a reset would free. */
-    if (self->job) return throw_code(env, CK_EBUSY, MSG_BUSY);
+    if (self->job || self->running) return throw_code(env, CK_EBUSY, MSG_BUSY);
     ck_compactor_reset(self->ck);
     return undefined_value(env);
 }
@@ -664,6 +1169,31 @@ static napi_value compactor_usage_factor(napi_env env, napi_callback_info info) 
     return self ? number_value(env, ck_compactor_usage_factor(self->ck)) : NULL;
 }
 
+/* The retention policies in force as [pattern, {head, tail, errors, maxBytes, offload}] pairs,
+ * the array form the constructor takes. */
+static napi_value retention_value(napi_env env, const ck_compactor_options *o) {
+    napi_value list, pair, policy;
+    NODE_API_CALL(env, napi_create_array_with_length(env, o->n_retention, &list));
+    for (size_t k = 0; k < o->n_retention; k++) {
+        const ck_retention *p = &o->retention[k];
+        NODE_API_CALL(env, napi_create_array_with_length(env, 2, &pair));
+        NODE_API_CALL(env, napi_create_object(env, &policy));
+        if (set_value(env, policy, "head", number_value(env, p->head)) ||
+            set_value(env, policy, "tail", number_value(env, p->tail)) ||
+            set_value(env, policy, "errors", number_value(env, p->error_lines)) ||
+            set_value(env, policy, "maxBytes", number_value(env, (double)p->max_bytes)) ||
+            set_value(env, policy, "offload",
+                      bool_value(env, !(p->flags & CK_RETAIN_NEVER_OFFLOAD))))
+            return NULL;
+        napi_value tool = cstring_value(env, p->tool ? p->tool : "*");
+        if (!tool) return NULL;
+        NODE_API_CALL(env, napi_set_element(env, pair, 0, tool));
+        NODE_API_CALL(env, napi_set_element(env, pair, 1, policy));
+        NODE_API_CALL(env, napi_set_element(env, list, (uint32_t)k, pair));
+    }
+    return list;
+}
+
 /* options: the options in force, defaults filled in, with the names the constructor takes. */
 static napi_value compactor_options(napi_env env, napi_callback_info info) {
     napi_value this_arg, obj;
@@ -689,7 +1219,7 @@ static napi_value compactor_options(napi_env env, napi_callback_info info) {
         set_value(env, obj, "format", cstring_value(env, ckjs_format_names[o.format])) ||
         set_value(env, obj, "pinFirstUser", bool_value(env, !(o.flags & CK_OPT_NO_PIN_FIRST_USER))))
         return NULL;
-    return obj;
+    return o.n_retention && set_value(env, obj, "retention", retention_value(env, &o)) ? NULL : obj;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -719,7 +1249,8 @@ static napi_value job_needs_summary(napi_env env, napi_callback_info info) {
     if (ckjs_get_args(env, info, NULL, 0, &this_arg)) return NULL;
     ckjs_job *job = unwrap_tagged(env, this_arg, &JOB_TAG, "Job");
     if (!job) return NULL;
-    return bool_value(env, job->c && !job->finished && ck_compaction_needs_summary(job->c));
+    int idle = job->owner && !job->owner->running;
+    return bool_value(env, idle && job->c && !job->finished && ck_compaction_needs_summary(job->c));
 }
 
 /* request() -> {system, prompt, maxTokens, tier, spanStart, spanEnd, previous}; the span
@@ -804,9 +1335,10 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
 }
 
 /*
- * finish(snapshot) -> the result. `snapshot` is the very array given to begin (index.js takes
- * it with messages.slice() so the caller cannot change it in between): kept messages are its
- * objects. The job is released afterwards; its result holds everything.
+ * finish(snapshot) -> the result (a Promise of it with a backend). `snapshot` is the very array
+ * given to begin (index.js takes it with messages.slice() so the caller cannot change it in
+ * between): kept messages are its objects. The job is released afterwards; its result holds
+ * everything.
  */
 static napi_value job_finish(napi_env env, napi_callback_info info) {
     napi_value argv[1], this_arg;
@@ -822,16 +1354,12 @@ static napi_value job_finish(napi_env env, napi_callback_info info) {
                                      "snapshot must be the array of %zu messages given to "
                                      "begin()",
                                      job->count);
-    if (!job->finished) {
-        ck_error err;
-        int rc = ck_compactor_finish(job->owner->ck, job->c, &err);
-        if (rc) return ckjs_fail(env, rc, &err);
-        job->finished = 1;
-    }
-    napi_value result = job_result(env, job, argv[0]);
-    if (!result) return NULL;
-    NODE_API_CALL(env, job_release(env, job));
-    return result;
+    compactor_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = OP_FINISH;
+    op.owner = job->owner;
+    op.job = job;
+    return op_launch(env, &op, this_arg, argv[0]);
 }
 
 /* free(): releases the compaction without finishing it. Safe to call twice. */
@@ -840,6 +1368,7 @@ static napi_value job_free(napi_env env, napi_callback_info info) {
     if (ckjs_get_args(env, info, NULL, 0, &this_arg)) return NULL;
     ckjs_job *job = unwrap_tagged(env, this_arg, &JOB_TAG, "Job");
     if (!job) return NULL;
+    if (job->owner && job->owner->running) return throw_code(env, CK_EBUSY, MSG_BUSY);
     NODE_API_CALL(env, job_release(env, job));
     return undefined_value(env);
 }

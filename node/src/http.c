@@ -397,23 +397,12 @@ static int read_http_options(napi_env env, napi_value obj, ck_http_options *o, c
 }
 
 static napi_value http_construct(napi_env env, napi_callback_info info) {
-    napi_value argv[1], this_arg, target;
-    if (ckjs_get_args(env, info, argv, 1, &this_arg)) return NULL;
-    NODE_API_CALL(env, napi_get_new_target(env, info, &target));
-    if (!target) return ckjs_throw_type_error(env, "HttpSummarizer must be called with new");
-    napi_valuetype type = napi_undefined;
-    bool is_array = false;
-    if (argv[0]) {
-        NODE_API_CALL(env, napi_typeof(env, argv[0], &type));
-        NODE_API_CALL(env, napi_is_array(env, argv[0], &is_array));
-    }
-    if (type != napi_object || is_array)
-        return ckjs_throw_type_error(env, "options must be an object, not %s",
-                                     argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+    napi_value this_arg, options;
+    if (ckjs_construct_args(env, info, "HttpSummarizer", &this_arg, &options)) return NULL;
     ck_http_options o;
     memset(&o, 0, sizeof o);
     char *strings[3] = {NULL, NULL, NULL}, **headers = NULL;
-    int failed = read_http_options(env, argv[0], &o, strings, &headers);
+    int failed = read_http_options(env, options, &o, strings, &headers);
     ck_error err;
     memset(&err, 0, sizeof err);
     ck_http_summarizer *ck = failed ? NULL : ck_http_summarizer_new(&o, &err);

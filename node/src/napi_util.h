@@ -72,6 +72,10 @@ void ckjs_throw_last_error(napi_env env, const char *call);
  */
 napi_value ckjs_throw_status(napi_env env, const ck_error *err);
 
+/* Takes the pending exception and returns it (the value thrown), or NULL when none is pending
+ * or it cannot be taken. */
+napi_value ckjs_take_exception(napi_env env);
+
 /* Throws for a helper's result `rc`: nothing when an exception is already pending
  * (CKJS_THROWN), the core error otherwise. Returns NULL. */
 napi_value ckjs_fail(napi_env env, int rc, const ck_error *err);
@@ -129,6 +133,15 @@ int ckjs_dup_string(napi_env env, napi_value value, char **out, size_t *len);
 int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_t max,
                   napi_value *this_arg);
 
+/*
+ * The prologue of a constructor that takes one options object: checks that it was called with
+ * `new` (else a TypeError naming `cls`) and that its argument is an object and not an array
+ * (else a TypeError naming `options`). Sets *this_arg and *options. Returns CK_OK or
+ * CKJS_THROWN.
+ */
+int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
+                        napi_value *this_arg, napi_value *options);
+
 /* ------------------------------------------------------------------------------------------ */
 /* convert.c - JS messages to a ck_history                                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -182,6 +195,61 @@ napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info);
 /* Defines `Compactor` and `readEvidenceTool` on `exports` and keeps the (unexported) Job
  * class in the instance state. Returns CK_OK or CKJS_THROWN. */
 int ckjs_compactor_init(napi_env env, napi_value exports);
+
+/* ------------------------------------------------------------------------------------------ */
+/* host.c - the host's callbacks: an evidence backend and a token counter                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A compactor's host callbacks, as JS values held by references. Opaque. */
+typedef struct ckjs_host ckjs_host;
+
+/* One call into the core during which the host's callbacks are answered. Opaque. */
+typedef struct ckjs_host_call ckjs_host_call;
+
+/*
+ * Makes the host callbacks of a compactor: `backend`, an object whose put and get methods are
+ * looked up at each call (or NULL), and `counter`, a function (or NULL). The caller has checked
+ * their types. *out is NULL when there is neither. Returns CK_OK, CK_ENOMEM or CKJS_THROWN.
+ */
+int ckjs_host_new(napi_env env, napi_value backend, napi_value counter, ckjs_host **out);
+
+/* Releases the references and the struct. NULL is a no-op. No call may be in progress. */
+void ckjs_host_free(napi_env env, ckjs_host *host);
+
+/* The backend and the counter as the core takes them (in ck_compactor_options): NULL, and a
+ * counter whose count is NULL, when the host has none. Both serve only during a call. */
+const ck_evidence_backend *ckjs_host_backend(const ckjs_host *host);
+ck_counter ckjs_host_counter(ckjs_host *host);
+
+/*
+ * Starts a call on the main thread: until ckjs_host_call_end(), the host's callbacks are
+ * answered for it. With `threaded`, the core will run on another thread, and each callback
+ * is posted to the main thread (threadsafe function) while that thread waits; without, the
+ * core runs on the main thread and callbacks call JS at once. A NULL host gives *out NULL
+ * (there is nothing to answer). Returns CK_OK, CK_ENOMEM or CKJS_THROWN.
+ */
+int ckjs_host_call_start(napi_env env, ckjs_host *host, int threaded, ckjs_host_call **out);
+
+/* True once the counter failed during the call. Read it on the core's thread after the core
+ * returned, or on the main thread after the work completed. */
+int ckjs_host_call_count_failed(const ckjs_host_call *call);
+
+/*
+ * Ends a call (main thread) and frees it. *count_error is what the counter threw, or the
+ * TypeError/RangeError made for a bad answer (NULL when it did not fail): the operation fails
+ * with it. *backend_error is the last value a put or get threw or rejected with (NULL when
+ * none), for the `cause` of an error. Either pointer may be NULL. A NULL call is a no-op.
+ */
+void ckjs_host_call_end(napi_env env, ckjs_host_call *call, napi_value *count_error,
+                        napi_value *backend_error);
+
+/*
+ * Calls a token counter `fn` on `len` bytes of UTF-8 text and checks its answer: a
+ * non-negative safe integer. A Promise is refused with a TypeError (counting is synchronous),
+ * another type with a TypeError, a negative or fractional number with a RangeError. Returns
+ * CK_OK, or CKJS_THROWN with the error (or what fn threw) pending.
+ */
+int ckjs_call_counter(napi_env env, napi_value fn, const char *text, size_t len, uint64_t *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* http.c - the HttpSummarizer class                                                          */
