@@ -474,11 +474,28 @@ typedef struct compactor_args {
 
 static int fill_options(const ck_module_state *st, const compactor_args *a,
                         ck_compactor_options *opt, PyObject **session, PyObject **store) {
-    unsigned long long v;
     memset(opt, 0, sizeof *opt);
-    if (to_uint(st, a->context_window, "context_window", 1, UINT64_MAX, MSG_POSITIVE, &v) < 0)
-        return -1;
-    opt->context_window = v;
+    /* Counts and thresholds: positive ints; the ones not given stay 0, the default. */
+    unsigned long long v[5] = {0, 0, 0, 0, 0};
+    struct {
+        PyObject *obj;
+        const char *name;
+        unsigned long long max;
+    } ints[] = {{a->context_window, "context_window", UINT64_MAX},
+                {a->keep_tail, "keep_tail", UINT32_MAX},
+                {a->offload_threshold, "offload_threshold", UINT64_MAX},
+                {a->tool_offload_threshold, "tool_offload_threshold", UINT64_MAX},
+                {a->summary_max_tokens != Py_None ? a->summary_max_tokens : NULL,
+                 "summary_max_tokens", UINT64_MAX}};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        if (ints[k].obj &&
+            to_uint(st, ints[k].obj, ints[k].name, 1, ints[k].max, MSG_POSITIVE, &v[k]) < 0)
+            return -1;
+    opt->context_window = v[0];
+    opt->keep_tail = (uint32_t)v[1];
+    opt->offload_threshold = v[2];
+    opt->tool_offload_threshold = v[3];
+    opt->summary_max_tokens = v[4];
     struct {
         PyObject *obj;
         const char *name;
@@ -491,28 +508,6 @@ static int fill_options(const ck_module_state *st, const compactor_args *a,
         if (fractions[k].obj &&
             to_fraction(st, fractions[k].obj, fractions[k].name, fractions[k].out) < 0)
             return -1;
-    if (a->keep_tail) {
-        if (to_uint(st, a->keep_tail, "keep_tail", 1, UINT32_MAX, MSG_POSITIVE, &v) < 0) return -1;
-        opt->keep_tail = (uint32_t)v;
-    }
-    if (a->offload_threshold) {
-        if (to_uint(st, a->offload_threshold, "offload_threshold", 1, UINT64_MAX, MSG_POSITIVE,
-                    &v) < 0)
-            return -1;
-        opt->offload_threshold = v;
-    }
-    if (a->tool_offload_threshold) {
-        if (to_uint(st, a->tool_offload_threshold, "tool_offload_threshold", 1, UINT64_MAX,
-                    MSG_POSITIVE, &v) < 0)
-            return -1;
-        opt->tool_offload_threshold = v;
-    }
-    if (a->summary_max_tokens && a->summary_max_tokens != Py_None) {
-        if (to_uint(st, a->summary_max_tokens, "summary_max_tokens", 1, UINT64_MAX, MSG_POSITIVE,
-                    &v) < 0)
-            return -1;
-        opt->summary_max_tokens = v;
-    }
     if (ck_py_parse_estimator(a->estimator, &opt->estimator) < 0 ||
         ck_py_parse_format(a->format, &opt->format) < 0)
         return -1;
