@@ -183,8 +183,9 @@ def audit_lines(c):
         return f.read().splitlines()
 
 
-@pytest.mark.parametrize("summarize", [None, Scripted()], ids=["extractive", "summarizer"])
-def test_a_failing_counter_raises_and_leaves_the_session_unchanged(tmp_path, summarize):
+@pytest.mark.parametrize("make", [lambda: None, Scripted], ids=["extractive", "summarizer"])
+def test_a_failing_counter_raises_and_leaves_the_session_unchanged(tmp_path, make):
+    summarize = make()
     messages = synthetic_history(turns=20, big_lines=30)
     window = words_window(messages, 0.75)  # soft: a summary is wanted
     healthy = Counter()
