@@ -191,6 +191,17 @@ def test_a_failing_put_fails_open_and_is_recorded(tmp_path, corpus_messages):
     with pytest.raises(ctxkeel.InputError):
         c.read_evidence(victim["tool_call_id"])
 
+    # Every put failing: nothing changes in the view, and the record still says why.
+    class Down(DictBackend):
+        def put(self, key, text):
+            raise OSError("backend down")
+
+    c = warn_compactor(tmp_path, corpus_messages, Down())
+    result = c.compact(corpus_messages)
+    assert result.record is not None and result.record["offloaded"] == []
+    assert result.record["error"].count("OSError: backend down") == len(probe.record["offloaded"])
+    assert all(m in corpus_messages for m in result.messages)
+
 
 @private_loop
 def test_a_failing_put_at_the_tool_time_gate_warns(tmp_path):
