@@ -91,6 +91,17 @@ static void keep_to_raise(ck_py_host *h) {
         Py_XDECREF(exc);
 }
 
+/* Closes a coroutine that will never run, so that it does not warn that it was never awaited. */
+static void close_coroutine(PyObject *obj) {
+    if (!PyCoro_CheckExact(obj)) return;
+    PyObject *exc = take_exception();
+    PyObject *closed = PyObject_CallMethod(obj, "close", NULL);
+    Py_XDECREF(closed);
+    PyErr_Clear();
+    if (exc) PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(exc);
+}
+
 /* ---- the counter --------------------------------------------------------------------------- */
 
 uint64_t ck_py_host_count(void *ctx, const char *text, size_t len) {
@@ -101,13 +112,7 @@ uint64_t ck_py_host_count(void *ctx, const char *text, size_t len) {
     Py_XDECREF(arg);
     uint64_t tokens = UINT64_MAX;
     if (result && (!PyLong_Check(result) || PyBool_Check(result))) {
-        /* A coroutine function's coroutine is closed, so it does not warn that it never ran:
-         * counting is synchronous. */
-        if (PyCoro_CheckExact(result)) {
-            PyObject *closed = PyObject_CallMethod(result, "close", NULL);
-            Py_XDECREF(closed);
-            PyErr_Clear();
-        }
+        close_coroutine(result); /* counting is synchronous */
         PyErr_Format(PyExc_TypeError, MSG_COUNT_TYPE, Py_TYPE(result)->tp_name);
     } else if (result) {
         tokens = PyLong_AsUnsignedLongLong(result);
@@ -156,10 +161,12 @@ static PyObject *settle(ck_py_host *h, PyObject *result, const char *name) {
     PyAsyncMethods *am = Py_TYPE(result)->tp_as_async;
     if (!am || !am->am_await) return result;
     PyObject *value = NULL;
-    if (h->awaiter)
+    if (h->awaiter) {
         value = PyObject_CallOneArg(h->awaiter, result);
-    else
+    } else {
+        close_coroutine(result);
         PyErr_Format(PyExc_TypeError, MSG_NO_AWAITER, name);
+    }
     Py_DECREF(result);
     return value;
 }
