@@ -1,8 +1,9 @@
 """The host's own token counter: estimator=fn for estimate_tokens() and the Compactor.
 
 fn(text) -> int counts a string; a message is counted as its strings joined by newlines plus
-the per-message overhead, and the Compactor caches counts by content, so a replay asks the
-counter about each message once rather than once per turn. A counter that fails makes the
+the per-message overhead, and the Compactor caches counts by content (placeholders and
+checkpoints included), so a replay asks the counter about each content once rather than once
+per turn. A counter that fails makes the
 call raise, and a compaction that did not finish leaves the session as it was.
 """
 
@@ -142,21 +143,26 @@ def test_a_replay_counts_each_message_once(tmp_path):
     assert {"warn", "soft"} <= tiers and summarize.calls >= 2
     for m in messages:
         assert fn.texts.count(joined(m)) == 1, m
-    # The rest is the checkpoints and summary requests that compactions wrote. Without the
-    # cache the counter would be asked about every message of every prefix: ~2,800 times.
-    assert len(fn.texts) < 2 * len(messages)
+    # The rest is the checkpoints and summary requests that compactions wrote (116 calls in
+    # all for 107 messages when this was written). Without the cache the counter would be
+    # asked about every message of every prefix: ~2,800 times.
+    assert len(fn.texts) < 1.5 * len(messages)
     assert c.options["estimator"] is fn
+    records = [result.record for _, result, _ in results if result.record]
+    assert records and all(r["estimator"] == "host" for r in records)
 
 
-@pytest.mark.xfail(strict=True, reason="the core counts a message that holds a placeholder "
-                                       "afresh on every turn (compactor.c message_tokens)")
-def test_a_replay_with_offloads_counts_each_message_about_once(tmp_path):
+def test_a_replay_with_offloads_counts_each_content_about_once(tmp_path):
+    # Large outputs are offloaded at warn: a message with a placeholder, and the placeholder
+    # against its output, are counted once too, not once per turn.
     messages = synthetic_history(turns=50)
     fn = Counter()
     c = ctxkeel.Compactor(words_window(messages, 1.5), store_dir=fresh_dir(tmp_path),
                           estimator=fn)
-    replay(c, messages, Scripted())
-    assert len(fn.texts) < 2 * len(messages)
+    results = replay(c, messages, Scripted())
+    assert any(r.record and r.record["offloaded"] for _, r, _ in results)
+    assert len(fn.texts) < 1.5 * len(messages)
+    assert len(set(fn.texts)) == len(fn.texts)
 
 
 def test_the_counter_decides_the_tier(tmp_path):
