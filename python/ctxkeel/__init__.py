@@ -4,7 +4,7 @@ context window.
 The functions here are thin names for the C core in ``ctxkeel._ext``:
 
 - ``estimate_tokens(x, *, estimator="default")`` counts the tokens of a str, a message,
-  a message list or a tool-schema list;
+  a message list or a tool-schema list (``estimator`` may be a function ``fn(text) -> int``);
 - ``check_pairs(messages, *, format="auto")`` lists every tool-call pairing violation;
 - ``repair_pairs(messages, *, format="auto")`` returns a list that has none, reusing the
   unchanged message objects and never modifying the input;
@@ -13,7 +13,10 @@ The functions here are thin names for the C core in ``ctxkeel._ext``:
 - ``Compactor(context_window, ...)`` keeps one session's history within the window:
   ``compact(messages)`` / ``await acompact(messages)`` before every model call return a
   ``CompactionResult`` whose ``messages`` are what to send; ``offload``, ``read_evidence``
-  and ``search_evidence`` work with the evidence store;
+  and ``search_evidence`` (and their ``a``-prefixed async forms) work with the evidence
+  store, which may be the host's own (``backend=``, sync or async ``put``/``get``);
+  ``retention=`` says per tool what an offloaded output's placeholder keeps, and
+  ``estimator=fn`` counts tokens with the host's own tokenizer;
 - ``read_evidence_tool(format="openai")`` is the tool definition that lets the model read
   offloaded outputs back (answer its calls with ``Compactor.handle_read_evidence``);
 - ``HttpSummarizer(base_url, model, *, api="openai", ...)`` is the built-in summarizer that

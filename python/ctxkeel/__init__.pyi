@@ -7,6 +7,8 @@ from typing import (
     List,
     Literal,
     Optional,
+    Protocol,
+    Sequence,
     Tuple,
     TypedDict,
     Union,
@@ -22,7 +24,10 @@ STATUS_CODES: Dict[str, Tuple[int, str]]
 
 Message = Dict[str, Any]
 Format = Literal["auto", "openai", "anthropic"]
-Estimator = Literal["default", "chars4", "cl100k"]
+EstimatorName = Literal["default", "chars4", "cl100k"]
+# A host counter: the number of tokens in a string, from the host's own tokenizer.
+TokenCounter = Callable[[str], int]
+Estimator = Union[EstimatorName, TokenCounter]
 AnchorKey = Literal[
     "user_intent", "execution_progress", "key_decisions", "tried_solutions", "next_steps"
 ]
@@ -122,8 +127,28 @@ class CompactionRecord(TypedDict, total=False):
     duration_ms: float
     error: Optional[str]
     fallback: Optional[str]
-    estimator: Estimator
+    estimator: EstimatorName
     state: Dict[str, Any]
+
+class RetentionPolicy(TypedDict, total=False):
+    """What the placeholder of an offloaded output keeps, for the tools a pattern matches.
+    A key left out is 0 (zero means zero), except offload (True)."""
+
+    head: int  # first lines
+    tail: int  # last lines
+    errors: int  # at most this many error lines
+    max_bytes: int  # the preview's cap in bytes; 0: the gate's
+    offload: bool  # False: the outputs always stay in the view
+
+# {pattern: policy} (first match wins, in order) or [(pattern, policy), ...].
+Retention = Union[Dict[str, RetentionPolicy], Sequence[Tuple[str, RetentionPolicy]]]
+
+class EvidenceBackend(Protocol):
+    """The host's storage for offloaded outputs. Keys are "tool_results/<session>/<file>.txt"
+    made of [A-Za-z0-9._~-] and "/". Either method may be a coroutine function."""
+
+    def put(self, key: str, text: str, /) -> Union[None, Awaitable[None]]: ...
+    def get(self, key: str, /) -> Union[Optional[str], Awaitable[Optional[str]]]: ...
 
 class EvidenceHit(TypedDict):
     ref: str
@@ -169,6 +194,8 @@ class Compactor:
         format: Format = "auto",
         pin_first_user: bool = True,
         on_compaction: Optional[Callable[[CompactionRecord], Any]] = None,
+        retention: Optional[Retention] = None,
+        backend: Optional[EvidenceBackend] = None,
     ) -> None: ...
     def compact(
         self,
@@ -189,6 +216,13 @@ class Compactor:
         self, ref: Union[str, "os.PathLike[str]"], *, offset: int = 0, limit: int = 200
     ) -> str: ...
     def search_evidence(
+        self, ref: Union[str, "os.PathLike[str]", None], pattern: str
+    ) -> List[EvidenceHit]: ...
+    async def aoffload(self, message: Message) -> Message: ...
+    async def aread_evidence(
+        self, ref: Union[str, "os.PathLike[str]"], *, offset: int = 0, limit: int = 200
+    ) -> str: ...
+    async def asearch_evidence(
         self, ref: Union[str, "os.PathLike[str]", None], pattern: str
     ) -> List[EvidenceHit]: ...
     def handle_read_evidence(self, call: Dict[str, Any]) -> Dict[str, Any]: ...

@@ -13,14 +13,22 @@ Nothing a summarizer or ``on_compaction`` does can break the agent: an exception
 reply that is not a str, an empty or unusable reply all end in a result built by the
 extractive summarizer, and the record's ``fallback`` says why. What does raise: bad input
 (``InputError``), wrong argument types (``TypeError``), concurrent use of one Compactor
-(``Error`` CK_EBUSY) and, in ``acompact``, the cancellation of the calling task.
+(``Error`` CK_EBUSY), a host token counter (``estimator=fn``) that fails and, in ``acompact``,
+the cancellation of the calling task.
+
+A host evidence backend (``backend=``) is called by the core from inside its calls. Its
+methods may be coroutine functions: ``_Awaiter`` runs what they return, on the caller's loop
+when the core call runs in a worker thread of ``acompact`` (or ``aoffload``...), else on a
+private loop in a helper thread, so that the sync methods work even inside a running loop.
 """
 
 import asyncio
+import concurrent.futures
 import inspect
 import json
 import threading
 import warnings
+import weakref
 
 from . import _ext
 from ._ext import Error, HttpSummarizer, InputError, estimate_tokens
@@ -74,27 +82,59 @@ class Compactor:
     session resumes where it stopped. ``on_compaction(record)`` is called after each
     compaction that wrote a record; an exception in it becomes a RuntimeWarning.
 
+    ``estimator`` is "default", "cl100k", "chars4" or the host's own counter, a function
+    ``fn(text) -> int``: every estimate then comes from it (each message is counted once as
+    its strings joined, plus the per-message overhead, and the count is cached by content).
+    If it raises or returns something other than an int >= 0, ``compact`` raises that error
+    (a TypeError or ValueError for a bad return), and a compaction that did not finish
+    leaves the session as it was.
+
+    ``retention`` says what the placeholder of an offloaded output keeps, per tool: a dict
+    ``{pattern: policy}`` (first match wins, in order; a list of (pattern, policy) pairs works
+    too), where a pattern is a tool name or a shell-style pattern (``"pytest*"``) and a policy
+    a dict of ``head``, ``tail`` (lines), ``errors`` (at most that many error lines),
+    ``max_bytes`` (the preview's cap; 0 or absent: the gate's) and ``offload`` (False: the
+    tool's outputs always stay in the view). A key left out is 0. In ``offload()`` a tool
+    message does not name its tool, so the name matched there is "tool" (``"*"`` applies).
+
+    ``backend`` is the host's own evidence storage, used instead of the files under
+    ``store_dir`` (the audit log stays there): an object with ``put(key, text)`` and
+    ``get(key) -> str | None``, either of which may be a coroutine function. Keys are
+    "tool_results/<session>/<file>.txt", made only of ``[A-Za-z0-9._~-]`` and "/". A put
+    that raises leaves the output in the view and the record's "error" says why; a get that
+    raises (or returns another type) makes ``read_evidence`` and ``search_evidence`` raise
+    ``Error`` CK_EIO naming the ref, with the backend's exception as its cause. The sync
+    methods run a coroutine on a private event loop in a helper thread; ``acompact``,
+    ``aoffload``, ``aread_evidence`` and ``asearch_evidence`` run the core in a worker thread
+    and the coroutine on the caller's loop, which keeps running meanwhile.
+
     One compaction at a time: a second call while one runs (from another thread, or another
     task while ``acompact`` awaits its summarizer) raises ``Error`` with code "CK_EBUSY".
-    ``offload``, ``read_evidence`` and ``search_evidence`` may run meanwhile.
+    ``offload``, ``read_evidence`` and ``search_evidence`` may run meanwhile, though not while
+    a step of the compaction waits for the backend or the counter (CK_EBUSY then too).
     """
 
     def __init__(self, context_window, *, session_id=None, store_dir=".ctxkeel", warn=0.60,
                  soft=0.70, full=0.80, emergency=0.95, keep_tail=6, offload_threshold=4000,
                  tool_offload_threshold=10000, summary_max_tokens=None, summarize_timeout=60.0,
-                 estimator="default", format="auto", pin_first_user=True, on_compaction=None):
+                 estimator="default", format="auto", pin_first_user=True, on_compaction=None,
+                 retention=None, backend=None):
         self._timeout = _check_timeout(summarize_timeout)
         if on_compaction is not None and not callable(on_compaction):
             raise TypeError("ctxkeel: on_compaction must be callable or None, not %s"
                             % type(on_compaction).__name__)
+        awaiter = _Awaiter() if backend is not None else None
         self._core = _ext.Compactor(
             context_window, session_id=session_id, store_dir=store_dir, warn=warn, soft=soft,
             full=full, emergency=emergency, keep_tail=keep_tail,
             offload_threshold=offload_threshold, tool_offload_threshold=tool_offload_threshold,
             summary_max_tokens=summary_max_tokens, estimator=estimator, format=format,
-            pin_first_user=pin_first_user)
+            pin_first_user=pin_first_user, retention=retention, backend=backend,
+            awaiter=awaiter)
         self._estimator = estimator
         self._on_compaction = on_compaction
+        # With host code in the core's calls, acompact runs those calls in a worker thread.
+        self._host = backend is not None or callable(estimator)
 
     def __repr__(self):
         return "Compactor(%d, session_id=%r)" % (self.options["context_window"], self.session_id)
@@ -132,21 +172,53 @@ class Compactor:
         that returns an awaitable, or a plain function (run in a daemon thread, so a slow one
         does not block the loop). The loop keeps running other tasks while the summary is
         written. Cancelling the task cancels the summarizer's coroutine (or aborts an
-        ``HttpSummarizer``'s transfer) and propagates; the Compactor stays usable."""
+        ``HttpSummarizer``'s transfer) and propagates; the Compactor stays usable.
+
+        With a backend or a host counter, the core's steps (begin, the summary request,
+        finish) run in a worker thread of the loop's default executor, and a backend's
+        coroutines run on this loop, so the loop keeps serving other tasks while they wait."""
         _check_summarize(summarize)
-        job = self._begin(messages, tools, summarize)
+        job = await self._off_loop(self._begin, messages, tools, summarize, abandon=_close)
         try:
             if job.needs_summary:
-                request = self._request(job)
+                request = await self._off_loop(self._request, job)
                 if isinstance(summarize, HttpSummarizer):
                     reply, failure = await _call_http_async(summarize, request, self._timeout)
                 else:
                     reply, failure = await _call_async(summarize, request, self._timeout)
                 _answer(job, reply, failure)
-            out = job.finish()
+            out = await self._off_loop(job.finish)
         finally:
+            # A finish still running in the worker (the task was cancelled) closes the job
+            # itself when it returns; the binding defers this close until then.
             job.close()
         return self._result(out)
+
+    async def _off_loop(self, fn, *args, abandon=None):
+        """``fn(*args)``, a step that calls into the core: here when no host code runs in
+        the core's calls, else in a worker thread, in which ``_Awaiter`` runs a backend's
+        awaitables on this loop. If the caller is cancelled, the awaitables in flight are
+        cancelled and the step is left to end by itself; ``abandon(result)`` then disposes
+        of its result."""
+        if not self._host:
+            return fn(*args)
+        loop = asyncio.get_running_loop()
+        calls = _LoopCalls(loop)
+
+        def work():
+            _local.calls = calls
+            try:
+                return fn(*args)
+            finally:
+                _local.calls = None
+
+        future = loop.run_in_executor(None, work)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            calls.cancel()
+            future.add_done_callback(lambda done: _abandoned(done, abandon))
+            raise
 
     def _begin(self, messages, tools, summarize):
         if tools is None:
@@ -197,6 +269,20 @@ class Compactor:
         ``ref``, or in every output of the session when ``ref`` is None, as a list of
         ``{"ref", "line", "text"}`` (line numbers from 1)."""
         return self._core.search_evidence(ref, pattern)
+
+    async def aoffload(self, message):
+        """``offload`` for asyncio: with a backend, the store is written from a worker
+        thread and the backend's coroutines run on this loop."""
+        return await self._off_loop(self._core.offload, message)
+
+    async def aread_evidence(self, ref, *, offset=0, limit=200):
+        """``read_evidence`` for asyncio (see ``aoffload``)."""
+        return await self._off_loop(
+            lambda: self._core.read_evidence(ref, offset=offset, limit=limit))
+
+    async def asearch_evidence(self, ref, pattern):
+        """``search_evidence`` for asyncio (see ``aoffload``)."""
+        return await self._off_loop(self._core.search_evidence, ref, pattern)
 
     def handle_read_evidence(self, call):
         """Answers a model's call of the read_evidence tool (see ``read_evidence_tool``).
@@ -569,3 +655,98 @@ async def _call_http_async(summarizer, request, timeout):
         await asyncio.wait({future}, timeout=_ABORT_GRACE)
         return None, _timed_out(timeout)
     return future.result()
+
+
+# ---- awaitables of a host backend ----------------------------------------------------------
+
+# What a worker thread of _off_loop waits on (a _LoopCalls), or nothing in any other thread.
+_local = threading.local()
+
+
+async def _run(awaitable):
+    return await awaitable
+
+
+def _close(job):
+    job.close()
+
+
+def _abandoned(future, abandon):
+    """Done callback of a step whose caller was cancelled: disposes of its result and reads
+    its exception, so that asyncio does not log it as never retrieved."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    if abandon is not None:
+        abandon(future.result())
+
+
+class _LoopCalls:
+    """The awaitables a worker thread of ``_off_loop`` waits for, run on the caller's loop."""
+
+    def __init__(self, loop):
+        self._loop = loop
+        self._futures = set()
+        self._cancelled = False
+
+    def wait(self, awaitable):
+        future = asyncio.run_coroutine_threadsafe(_run(awaitable), self._loop)
+        self._futures.add(future)
+        if self._cancelled:
+            future.cancel()
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            # Not a storage failure: the caller is gone. The core call ends early, and the
+            # binding raises this once it returns.
+            raise asyncio.CancelledError() from None
+        finally:
+            self._futures.discard(future)
+
+    def cancel(self):
+        self._cancelled = True
+        for future in list(self._futures):
+            future.cancel()
+
+
+class _Awaiter:
+    """``awaiter(awaitable) -> value`` for the core's Compactor: called, with the GIL held,
+    from inside a core call when a backend method returned an awaitable. In a worker thread of
+    ``_off_loop`` the awaitable runs on the caller's loop; anywhere else on this object's
+    private loop, started on first use in a daemon thread and stopped with the object. The
+    calling thread waits without the GIL either way."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._loop = None
+        self._thread = None
+
+    def __call__(self, awaitable):
+        calls = getattr(_local, "calls", None)
+        if calls is not None:
+            return calls.wait(awaitable)
+        loop = self._private_loop()
+        if threading.current_thread() is self._thread:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise RuntimeError("ctxkeel: a backend coroutine cannot wait for the Compactor "
+                               "that is waiting for it")
+        return asyncio.run_coroutine_threadsafe(_run(awaitable), loop).result()
+
+    def _private_loop(self):
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=_serve, args=(loop,), daemon=True,
+                                          name="ctxkeel-backend")
+                thread.start()
+                self._loop, self._thread = loop, thread
+                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
+            return self._loop
+
+
+def _serve(loop):
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()

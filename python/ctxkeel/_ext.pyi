@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union, final
 
 from . import STATUS_CODES as STATUS_CODES
 from . import Error as Error
-from . import EvidenceHit, Estimator, Format, Message, Tier
+from . import EvidenceHit, Message, Tier
 from . import HttpSummarizer as HttpSummarizer
 from . import InputError as InputError
 from . import __version__ as __version__
@@ -40,24 +40,9 @@ class Compaction:
 class Compactor:
     """The core of ctxkeel.Compactor: session state, evidence store, audit log."""
 
-    def __init__(
-        self,
-        context_window: int,
-        *,
-        session_id: Optional[str] = None,
-        store_dir: Union[str, bytes, "os.PathLike[str]"] = ".ctxkeel",
-        warn: float = 0.60,
-        soft: float = 0.70,
-        full: float = 0.80,
-        emergency: float = 0.95,
-        keep_tail: int = 6,
-        offload_threshold: int = 4000,
-        tool_offload_threshold: int = 10000,
-        summary_max_tokens: Optional[int] = None,
-        estimator: Estimator = "default",
-        format: Format = "auto",
-        pin_first_user: bool = True,
-    ) -> None: ...
+    # The options of ctxkeel.Compactor (see there) but summarize_timeout and on_compaction,
+    # plus awaiter: a callable that runs an awaitable a backend method returned.
+    def __init__(self, context_window: int, **options: Any) -> None: ...
     def begin(
         self, messages: List[Message], tool_tokens: int = 0, /, *, extractive: bool = False
     ) -> Compaction: ...

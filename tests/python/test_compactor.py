@@ -60,7 +60,8 @@ def test_signature_matches_the_design():
                 ("emergency", 0.95), ("keep_tail", 6), ("offload_threshold", 4000),
                 ("tool_offload_threshold", 10000), ("summary_max_tokens", None),
                 ("summarize_timeout", 60.0), ("estimator", "default"), ("format", "auto"),
-                ("pin_first_user", True), ("on_compaction", None)]
+                ("pin_first_user", True), ("on_compaction", None), ("retention", None),
+                ("backend", None)]
     assert [(p.name, p.default) for p in sig.parameters.values()] == expected
     assert all(p.kind == p.KEYWORD_ONLY for p in list(sig.parameters.values())[1:])
     for name in ("compact", "acompact", "offload", "read_evidence", "search_evidence",

@@ -27,10 +27,19 @@
  * across the check of the busy flag and the core call is also what makes the flag enough: no
  * other thread can enter the same ck_compactor in between. On a free-threaded build the flag
  * is claimed inside a critical section on the object.
+ *
+ * Host callbacks (host.c): with estimator=fn or a backend, the core calls Python code in the
+ * middle of a core call, and that code may let other threads run (a backend's awaitable is
+ * waited for without the GIL). So each core call also claims the `calling` flag, which keeps
+ * every other core call off this ck_compactor until it returns, and a Compaction defers a
+ * close() that comes while one of its own core calls runs. What a callback left to raise (a
+ * failing counter) is raised once the call returns; a compaction that did not finish then
+ * leaves the session as it was.
  */
 #include "state.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char MSG_BUSY[] = "concurrent use of Compactor";
@@ -53,6 +62,18 @@ static const char MSG_EMPTY[] = "must not be empty";
 static const char MSG_TOOL_FORMAT[] = "ctxkeel: format must be 'openai' or 'anthropic', not %R";
 static const char MSG_OFFLOAD_FAILED[] =
     "ctxkeel: offload failed, the message is kept as it is: %s (%s)";
+static const char MSG_RETENTION_TYPE[] =
+    "ctxkeel: retention must be a dict or a list of (pattern, policy) pairs, not %.200s";
+static const char MSG_PAIR_TYPE[] =
+    "ctxkeel: retention[%zd] must be a (pattern, policy) pair, not %.200s";
+static const char MSG_KEY_TYPE[] = "ctxkeel: retention[%R]: a pattern must be a str, not %.200s";
+static const char MSG_PATTERN_TYPE[] =
+    "ctxkeel: retention[%zd][0]: a pattern must be a str, not %.200s";
+static const char MSG_POLICY_TYPE[] = "ctxkeel: %s must be a dict, not %.200s";
+static const char MSG_POLICY_KEY_TYPE[] = "ctxkeel: the keys of %s must be str, not %.200s";
+static const char MSG_POLICY_KEY[] =
+    "unknown key; a policy has head, tail, errors, max_bytes and offload";
+static const char MSG_LINES[] = "must be an int in [0, 2**32 - 1]";
 
 /* The module state of an object of one of our types. The types cannot be subclassed, so the
  * object's type is always the one that PyType_FromModuleAndSpec tied to the module. */
@@ -134,14 +155,14 @@ static PyObject *to_ref(const ck_module_state *st, PyObject *obj) {
 
 /* ---- the busy flag ----------------------------------------------------------------------- */
 
-/* Marks the compactor busy, or raises CK_EBUSY when it is already. */
-static int claim(ck_py_compactor *self) {
+/* Sets one of the compactor's flags (busy, calling), or raises CK_EBUSY when it is set. */
+static int claim_flag(ck_py_compactor *self, int *flag) {
     int taken;
 #ifdef Py_GIL_DISABLED
     Py_BEGIN_CRITICAL_SECTION(self);
 #endif
-    taken = self->busy;
-    if (!taken) self->busy = 1;
+    taken = *flag;
+    if (!taken) *flag = 1;
 #ifdef Py_GIL_DISABLED
     Py_END_CRITICAL_SECTION();
 #endif
@@ -150,7 +171,33 @@ static int claim(ck_py_compactor *self) {
     return -1;
 }
 
+/* Marks the compactor busy, or raises CK_EBUSY when it is already. */
+static int claim(ck_py_compactor *self) { return claim_flag(self, &self->busy); }
+
 static void release(ck_py_compactor *self) { self->busy = 0; }
+
+/* Claims the compactor for a short call that changes the session state (reset,
+ * observe_usage): neither busy nor inside a core call whose callback let this thread in. */
+static int claim_idle(ck_py_compactor *self) {
+    if (claim(self) < 0) return -1;
+    if (!self->calling) return 0;
+    release(self);
+    ck_py_raise(state_of((PyObject *)self), CK_EBUSY, -1, NULL, MSG_BUSY, -1);
+    return -1;
+}
+
+/* Starts a core call on the compactor (see `calling`), or raises CK_EBUSY. */
+static int enter(ck_py_compactor *self) {
+    if (claim_flag(self, &self->calling) < 0) return -1;
+    ck_py_host_reset(&self->host);
+    return 0;
+}
+
+/* Ends it: returns -1 with the exception a callback left to raise, else 0. */
+static int leave(ck_py_compactor *self) {
+    self->calling = 0;
+    return ck_py_host_end(&self->host);
+}
 
 /* ---- Compaction -------------------------------------------------------------------------- */
 
@@ -171,11 +218,32 @@ static ck_compaction *job_open(ck_py_compaction *job) {
     return NULL;
 }
 
-/* The open compaction that still takes a reply (not finished by begin(extractive=True)). */
+/* Starts a core call on the job's compaction (see enter()), or raises CK_EBUSY. */
+static int job_enter(ck_py_compaction *job) {
+    if (enter(job->owner) < 0) return -1;
+    job->in_core = 1;
+    return 0;
+}
+
+/* Ends it (see leave()). A close() asked for meanwhile is done by job_settle(), once the
+ * caller has used what the compaction holds. */
+static int job_leave(ck_py_compaction *job) {
+    job->in_core = 0;
+    return leave(job->owner);
+}
+
+static void job_settle(ck_py_compaction *job) {
+    if (job->close_asked) job_close(job);
+}
+
+/* The open compaction that still takes a reply (not finished by begin(extractive=True)), and
+ * that no core call is using from another thread. */
 static ck_compaction *job_unfinished(ck_py_compaction *job) {
     if (!job_open(job)) return NULL;
-    if (!job->done_in_core) return job->c;
-    ck_py_raise(state_of((PyObject *)job), CK_ESTATE, -1, NULL, MSG_DONE, -1);
+    const ck_module_state *st = state_of((PyObject *)job);
+    if (!job->in_core && !job->done_in_core) return job->c;
+    ck_py_raise(st, job->in_core ? CK_EBUSY : CK_ESTATE, -1, NULL,
+                job->in_core ? MSG_BUSY : MSG_DONE, -1);
     return NULL;
 }
 
@@ -231,28 +299,21 @@ static int put(PyObject *d, const char *key, PyObject *value) {
     return rc;
 }
 
-static PyObject *job_request(PyObject *op, PyObject *unused) {
-    (void)unused;
-    ck_py_compaction *job = (ck_py_compaction *)op;
-    ck_module_state *st = state_of(op);
-    ck_compaction *c = job_unfinished(job);
-    if (!c) return NULL;
-    ck_summary_request req;
-    int rc = ck_compaction_request(c, &req);
-    if (rc) return ck_py_raise(st, rc, -1, NULL, rc == CK_ESTATE ? MSG_NO_SUMMARY : NULL, -1);
+/* The request as a dict; `req` is borrowed from the open compaction. */
+static PyObject *request_dict(const ck_summary_request *req) {
     PyObject *previous = Py_None;
-    if (req.previous)
-        previous = ck_py_text(req.previous, req.previous_len);
+    if (req->previous)
+        previous = ck_py_text(req->previous, req->previous_len);
     else
         Py_INCREF(previous);
     if (!previous) return NULL;
     PyObject *d = PyDict_New();
-    if (!d || put(d, "system", ck_py_text(req.system, req.system_len)) < 0 ||
-        put(d, "prompt", ck_py_text(req.prompt, req.prompt_len)) < 0 ||
-        put(d, "max_tokens", PyLong_FromUnsignedLongLong(req.max_tokens)) < 0 ||
-        put(d, "tier", PyUnicode_FromString(ck_tier_name(req.tier))) < 0 ||
-        put(d, "span_start", PyLong_FromSize_t(req.span_start)) < 0 ||
-        put(d, "span_end", PyLong_FromSize_t(req.span_end)) < 0) {
+    if (!d || put(d, "system", ck_py_text(req->system, req->system_len)) < 0 ||
+        put(d, "prompt", ck_py_text(req->prompt, req->prompt_len)) < 0 ||
+        put(d, "max_tokens", PyLong_FromUnsignedLongLong(req->max_tokens)) < 0 ||
+        put(d, "tier", PyUnicode_FromString(ck_tier_name(req->tier))) < 0 ||
+        put(d, "span_start", PyLong_FromSize_t(req->span_start)) < 0 ||
+        put(d, "span_end", PyLong_FromSize_t(req->span_end)) < 0) {
         Py_DECREF(previous);
         Py_XDECREF(d);
         return NULL;
@@ -263,6 +324,26 @@ static PyObject *job_request(PyObject *op, PyObject *unused) {
         return NULL;
     }
     return d;
+}
+
+static PyObject *job_request(PyObject *op, PyObject *unused) {
+    (void)unused;
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    ck_module_state *st = state_of(op);
+    ck_compaction *c = job_unfinished(job);
+    if (!c || job_enter(job) < 0) return NULL;
+    /* The request is built here, on first use, and measured with the session's counter. */
+    ck_summary_request req;
+    int rc = ck_compaction_request(c, &req);
+    PyObject *result = NULL;
+    if (job_leave(job) == 0) {
+        if (rc)
+            ck_py_raise(st, rc, -1, NULL, rc == CK_ESTATE ? MSG_NO_SUMMARY : NULL, -1);
+        else
+            result = request_dict(&req);
+    }
+    job_settle(job);
+    return result;
 }
 
 /* set_summary and set_failure: the text is copied by the core. */
@@ -300,7 +381,11 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     PyObject *result = NULL;
     if (!job->done_in_core) {
         ck_error err;
+        if (job_enter(job) < 0) return NULL;
         int rc = ck_compactor_finish(job->owner->ck, c, &err);
+        /* A counter that failed while the compaction was finished is raised although the
+         * compaction is done (and recorded): the caller asked for that error. */
+        if (job_leave(job) < 0) goto done;
         if (rc) {
             ck_py_raise_core(st, rc, &err);
             goto done;
@@ -340,7 +425,13 @@ done:
 
 static PyObject *job_close_method(PyObject *op, PyObject *unused) {
     (void)unused;
-    job_close((ck_py_compaction *)op);
+    ck_py_compaction *job = (ck_py_compaction *)op;
+    /* Called from another thread while a core call of this job waits on a host callback:
+     * the compaction is in use, so that call closes the job when it returns. */
+    if (job->in_core)
+        job->close_asked = 1;
+    else
+        job_close(job);
     Py_RETURN_NONE;
 }
 
@@ -463,22 +554,171 @@ static PyType_Spec job_spec = {
 
 /* ---- Compactor --------------------------------------------------------------------------- */
 
-/* Fills `opt` from the keyword arguments of Compactor(); `keep` receives the bytes objects
- * whose buffers the options point at, released by the caller after ck_compactor_new (which
- * copies the strings). */
+/* The keyword arguments of Compactor(); NULL for those not given. */
 typedef struct compactor_args {
     PyObject *context_window, *session_id, *store_dir, *warn, *soft, *full, *emergency;
     PyObject *keep_tail, *offload_threshold, *tool_offload_threshold, *summary_max_tokens;
-    PyObject *estimator, *format, *pin_first_user;
+    PyObject *estimator, *format, *pin_first_user, *retention, *backend, *awaiter;
 } compactor_args;
 
-static int fill_options(const ck_module_state *st, const compactor_args *a,
-                        ck_compactor_options *opt, PyObject **session, PyObject **store) {
-    unsigned long long v;
-    memset(opt, 0, sizeof *opt);
-    if (to_uint(st, a->context_window, "context_window", 1, UINT64_MAX, MSG_POSITIVE, &v) < 0)
+/* What the options point at until ck_compactor_new() has copied it. */
+typedef struct option_refs {
+    PyObject *session, *store; /* bytes */
+    PyObject *patterns;        /* list of bytes: the retention patterns */
+    ck_retention *retention;   /* PyMem_Calloc */
+} option_refs;
+
+static void option_refs_dispose(option_refs *refs) {
+    Py_CLEAR(refs->session);
+    Py_CLEAR(refs->store);
+    Py_CLEAR(refs->patterns);
+    PyMem_Free(refs->retention);
+    refs->retention = NULL;
+}
+
+/* A place in the retention option as errors name it, from the repr of its pattern:
+ * "retention['pytest*']", or "retention['pytest*'].tail" with a `field`. */
+static int format_place(char *out, PyObject *pattern_repr, const char *field) {
+    const char *text = PyUnicode_AsUTF8(pattern_repr);
+    if (!text) return -1;
+    snprintf(out, CK_PY_WHERE_MAX, field ? "retention[%.80s].%.40s" : "retention[%.80s]", text,
+             field);
+    return 0;
+}
+
+/* One retention policy, a dict such as {"head": 5, "tail": 30, "errors": 20}, for the pattern
+ * whose repr is `pattern_repr`. A key left out is 0, as in ck_retention (zero means zero
+ * there), except offload, which is True. */
+static int read_policy(const ck_module_state *st, PyObject *policy, PyObject *pattern_repr,
+                       ck_retention *r) {
+    char where[CK_PY_WHERE_MAX];
+    if (!PyDict_Check(policy)) {
+        if (format_place(where, pattern_repr, NULL) < 0) return -1;
+        PyErr_Format(PyExc_TypeError, MSG_POLICY_TYPE, where, Py_TYPE(policy)->tp_name);
         return -1;
-    opt->context_window = v;
+    }
+    unsigned long long v[4] = {0, 0, 0, 0}; /* head, tail, errors, max_bytes */
+    static const char *const names[4] = {"head", "tail", "errors", "max_bytes"};
+    PyObject *items = PyDict_Items(policy);
+    if (!items) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && rc == 0; i++) {
+        PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        PyObject *value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!name) {
+            rc = -1;
+            if (PyErr_Occurred() || format_place(where, pattern_repr, NULL) < 0) break;
+            PyErr_Format(PyExc_TypeError, MSG_POLICY_KEY_TYPE, where, Py_TYPE(key)->tp_name);
+            break;
+        }
+        if ((rc = format_place(where, pattern_repr, name)) < 0) break;
+        int k = 0;
+        while (k < 4 && strcmp(name, names[k]) != 0)
+            k++;
+        if (k < 4) {
+            rc = to_uint(st, value, where, 0, k < 3 ? UINT32_MAX : UINT64_MAX,
+                         k < 3 ? MSG_LINES : MSG_NOT_NEGATIVE, &v[k]);
+        } else if (strcmp(name, "offload") != 0) {
+            rc = bad_value(st, where, MSG_POLICY_KEY);
+        } else if (!PyBool_Check(value)) {
+            PyErr_Format(PyExc_TypeError, MSG_BOOL_TYPE, where, Py_TYPE(value)->tp_name);
+            rc = -1;
+        } else if (value == Py_False) {
+            r->flags |= CK_RETAIN_NEVER_OFFLOAD;
+        }
+    }
+    Py_DECREF(items);
+    r->head = (uint32_t)v[0];
+    r->tail = (uint32_t)v[1];
+    r->error_lines = (uint32_t)v[2];
+    r->max_bytes = v[3];
+    return rc;
+}
+
+/* retention=: a dict {pattern: policy} in match order, or a list of (pattern, policy) pairs.
+ * Fills opt->retention with storage kept in `refs`. */
+static int read_retention(const ck_module_state *st, PyObject *obj, ck_compactor_options *opt,
+                          option_refs *refs) {
+    if (!obj || obj == Py_None) return 0;
+    PyObject *pairs = NULL;
+    int from_dict = PyDict_Check(obj);
+    if (from_dict) {
+        pairs = PyDict_Items(obj);
+    } else if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        pairs = PySequence_List(obj);
+    } else {
+        PyErr_Format(PyExc_TypeError, MSG_RETENTION_TYPE, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (!pairs) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    refs->patterns = PyList_New(0);
+    refs->retention = PyMem_Calloc((size_t)(n ? n : 1), sizeof *refs->retention);
+    int rc = refs->patterns && refs->retention ? 0 : -1;
+    if (rc == 0 && !refs->retention) PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        PyObject *pattern = NULL, *policy = NULL;
+        if ((PyTuple_Check(pair) || PyList_Check(pair)) && PySequence_Fast_GET_SIZE(pair) == 2) {
+            pattern = PySequence_Fast_GET_ITEM(pair, 0);
+            policy = PySequence_Fast_GET_ITEM(pair, 1);
+        }
+        if (!pattern || !PyUnicode_Check(pattern)) {
+            if (!pattern)
+                PyErr_Format(PyExc_TypeError, MSG_PAIR_TYPE, i, Py_TYPE(pair)->tp_name);
+            else if (from_dict)
+                PyErr_Format(PyExc_TypeError, MSG_KEY_TYPE, pattern, Py_TYPE(pattern)->tp_name);
+            else
+                PyErr_Format(PyExc_TypeError, MSG_PATTERN_TYPE, i, Py_TYPE(pattern)->tp_name);
+            rc = -1;
+            break;
+        }
+        char where[CK_PY_WHERE_MAX];
+        PyObject *shown = PyObject_Repr(pattern);
+        PyObject *bytes = NULL;
+        rc = shown ? format_place(where, shown, NULL) : -1;
+        if (rc == 0 && PyUnicode_GET_LENGTH(pattern) == 0) rc = bad_value(st, where, MSG_EMPTY);
+        if (rc == 0) rc = (bytes = to_utf8(st, pattern, where, 1)) ? 0 : -1;
+        if (rc == 0) rc = PyList_Append(refs->patterns, bytes);
+        if (rc == 0) rc = read_policy(st, policy, shown, &refs->retention[i]);
+        if (rc == 0) refs->retention[i].tool = PyBytes_AS_STRING(bytes);
+        Py_XDECREF(bytes);
+        Py_XDECREF(shown);
+    }
+    Py_DECREF(pairs);
+    opt->retention = refs->retention;
+    opt->n_retention = rc == 0 ? (size_t)n : 0;
+    return rc;
+}
+
+/* Fills `opt` from the keyword arguments of Compactor(), and `self->host` with the counter
+ * and the backend. The strings the options point at are kept in `refs` until
+ * ck_compactor_new() has copied them. */
+static int fill_options(const ck_module_state *st, const compactor_args *a, ck_py_compactor *self,
+                        ck_compactor_options *opt, option_refs *refs) {
+    memset(opt, 0, sizeof *opt);
+    /* Counts and thresholds: positive ints; the ones not given stay 0, the default. */
+    unsigned long long v[5] = {0, 0, 0, 0, 0};
+    struct {
+        PyObject *obj;
+        const char *name;
+        unsigned long long max;
+    } ints[] = {{a->context_window, "context_window", UINT64_MAX},
+                {a->keep_tail, "keep_tail", UINT32_MAX},
+                {a->offload_threshold, "offload_threshold", UINT64_MAX},
+                {a->tool_offload_threshold, "tool_offload_threshold", UINT64_MAX},
+                {a->summary_max_tokens != Py_None ? a->summary_max_tokens : NULL,
+                 "summary_max_tokens", UINT64_MAX}};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        if (ints[k].obj &&
+            to_uint(st, ints[k].obj, ints[k].name, 1, ints[k].max, MSG_POSITIVE, &v[k]) < 0)
+            return -1;
+    opt->context_window = v[0];
+    opt->keep_tail = (uint32_t)v[1];
+    opt->offload_threshold = v[2];
+    opt->tool_offload_threshold = v[3];
+    opt->summary_max_tokens = v[4];
     struct {
         PyObject *obj;
         const char *name;
@@ -491,31 +731,16 @@ static int fill_options(const ck_module_state *st, const compactor_args *a,
         if (fractions[k].obj &&
             to_fraction(st, fractions[k].obj, fractions[k].name, fractions[k].out) < 0)
             return -1;
-    if (a->keep_tail) {
-        if (to_uint(st, a->keep_tail, "keep_tail", 1, UINT32_MAX, MSG_POSITIVE, &v) < 0) return -1;
-        opt->keep_tail = (uint32_t)v;
-    }
-    if (a->offload_threshold) {
-        if (to_uint(st, a->offload_threshold, "offload_threshold", 1, UINT64_MAX, MSG_POSITIVE,
-                    &v) < 0)
-            return -1;
-        opt->offload_threshold = v;
-    }
-    if (a->tool_offload_threshold) {
-        if (to_uint(st, a->tool_offload_threshold, "tool_offload_threshold", 1, UINT64_MAX,
-                    MSG_POSITIVE, &v) < 0)
-            return -1;
-        opt->tool_offload_threshold = v;
-    }
-    if (a->summary_max_tokens && a->summary_max_tokens != Py_None) {
-        if (to_uint(st, a->summary_max_tokens, "summary_max_tokens", 1, UINT64_MAX, MSG_POSITIVE,
-                    &v) < 0)
-            return -1;
-        opt->summary_max_tokens = v;
-    }
-    if (ck_py_parse_estimator(a->estimator, &opt->estimator) < 0 ||
+    PyObject *counter = NULL;
+    if (ck_py_parse_estimator(a->estimator, &opt->estimator, &counter) < 0 ||
         ck_py_parse_format(a->format, &opt->format) < 0)
         return -1;
+    if (counter) {
+        Py_INCREF(counter);
+        Py_XSETREF(self->host.counter, counter);
+        opt->counter.count = ck_py_host_count;
+        opt->counter.ctx = &self->host;
+    }
     if (a->pin_first_user) {
         if (!PyBool_Check(a->pin_first_user)) {
             PyErr_Format(PyExc_TypeError, MSG_BOOL_TYPE, "pin_first_user",
@@ -530,14 +755,20 @@ static int fill_options(const ck_module_state *st, const compactor_args *a,
                          Py_TYPE(a->session_id)->tp_name);
             return -1;
         }
-        if (!(*session = to_utf8(st, a->session_id, "session_id", 1))) return -1;
-        opt->session_id = PyBytes_AS_STRING(*session);
+        if (!(refs->session = to_utf8(st, a->session_id, "session_id", 1))) return -1;
+        opt->session_id = PyBytes_AS_STRING(refs->session);
     }
     if (a->store_dir) {
         /* str, bytes or os.PathLike; a NUL inside raises ValueError, another type TypeError. */
-        if (!PyUnicode_FSConverter(a->store_dir, store)) return -1;
-        if (PyBytes_GET_SIZE(*store) == 0) return bad_value(st, "store_dir", MSG_EMPTY);
-        opt->store_dir = PyBytes_AS_STRING(*store);
+        if (!PyUnicode_FSConverter(a->store_dir, &refs->store)) return -1;
+        if (PyBytes_GET_SIZE(refs->store) == 0) return bad_value(st, "store_dir", MSG_EMPTY);
+        opt->store_dir = PyBytes_AS_STRING(refs->store);
+    }
+    if (read_retention(st, a->retention, opt, refs) < 0) return -1;
+    if (a->backend && a->backend != Py_None) {
+        if (ck_py_host_set_backend(&self->host, a->backend, a->awaiter) < 0) return -1;
+        Py_INCREF(a->backend);
+        Py_XSETREF(self->backend, a->backend);
     }
     return 0;
 }
@@ -557,44 +788,102 @@ static PyObject *compactor_new(PyTypeObject *type, PyObject *args, PyObject *kwa
                              "estimator",
                              "format",
                              "pin_first_user",
+                             "retention",
+                             "backend",
+                             "awaiter",
                              NULL};
     ck_module_state *st = (ck_module_state *)PyType_GetModuleState(type);
     compactor_args a;
     memset(&a, 0, sizeof a);
-    if (!st || !PyArg_ParseTupleAndKeywords(
-                   args, kwargs, "O|$OOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
-                   &a.session_id, &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency,
-                   &a.keep_tail, &a.offload_threshold, &a.tool_offload_threshold,
-                   &a.summary_max_tokens, &a.estimator, &a.format, &a.pin_first_user))
+    if (!st ||
+        !PyArg_ParseTupleAndKeywords(
+            args, kwargs, "O|$OOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window, &a.session_id,
+            &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency, &a.keep_tail,
+            &a.offload_threshold, &a.tool_offload_threshold, &a.summary_max_tokens, &a.estimator,
+            &a.format, &a.pin_first_user, &a.retention, &a.backend, &a.awaiter))
         return NULL;
     ck_compactor_options opt;
-    PyObject *session = NULL, *store = NULL;
-    ck_py_compactor *self = NULL;
-    if (fill_options(st, &a, &opt, &session, &store) < 0) goto done;
-    self = (ck_py_compactor *)type->tp_alloc(type, 0);
-    if (!self) goto done;
+    option_refs refs = {NULL, NULL, NULL, NULL};
+    /* Made first: the counter and the backend the core calls back live in it. */
+    ck_py_compactor *self = (ck_py_compactor *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    ck_evidence_backend backend = {&self->host, ck_py_host_put, ck_py_host_get};
     ck_error err;
+    if (fill_options(st, &a, self, &opt, &refs) < 0) goto fail;
+    if (self->host.put) opt.backend = &backend; /* copied by the core */
     self->ck = ck_compactor_new(&opt, &err);
     if (!self->ck) {
         ck_py_raise_core(st, err.code, &err);
-        Py_CLEAR(self);
-        goto done;
+        goto fail;
     }
     self->format = opt.format;
-
-done:
-    /* The core copied both strings. */
-    Py_XDECREF(session);
-    Py_XDECREF(store);
+    option_refs_dispose(&refs);
     return (PyObject *)self;
+
+fail:
+    option_refs_dispose(&refs);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static int compactor_traverse(PyObject *op, visitproc visit, void *arg) {
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->backend);
+    return ck_py_host_traverse(&self->host, visit, arg);
+}
+
+static int compactor_clear(PyObject *op) {
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    /* The core may still call back (through a Compaction in the same garbage cycle); with
+     * the callables gone the callbacks fail instead. */
+    Py_CLEAR(self->backend);
+    ck_py_host_clear(&self->host);
+    return 0;
 }
 
 static void compactor_dealloc(PyObject *op) {
     PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
     /* No Compaction can be open here: each one holds a strong reference to its Compactor. */
     ck_compactor_free(((ck_py_compactor *)op)->ck);
+    compactor_clear(op);
     tp->tp_free(op);
     Py_DECREF(tp);
+}
+
+/* The core's part of begin(): begins the compaction and, with `extractive`, finishes it with
+ * the built-in summarizer. Returns -1 with an exception set (one a callback left, or
+ * CK_EBUSY), else 0 with the core's status in *status. */
+static int begin_in_core(ck_py_compactor *self, ck_py_compaction *job, uint64_t tool_tokens,
+                         int extractive, int *status, ck_error *err) {
+    const ck_history *h = job->ph.h;
+    if (enter(self) < 0) return -1;
+    int rc;
+    if (extractive && !self->host.counter) {
+        /* One core call, so that the record shows the built-in summarizer as the default
+         * rather than as a fallback. */
+        rc = ck_compactor_compact(self->ck, h, tool_tokens, NULL, NULL, &job->c, err);
+        job->done_in_core = rc == CK_OK;
+    } else {
+        rc = ck_compactor_begin(self->ck, h, tool_tokens, &job->c, err);
+        /* With a host counter, begin runs alone first: a counter that fails there must leave
+         * the session as it was, and ck_compactor_compact() would finish regardless. A
+         * compaction that wants a summary is then run again by ck_compactor_compact() (on the
+         * warm token cache), which alone makes the built-in summarizer the default. */
+        if (rc == CK_OK && extractive && !self->host.raise_after) {
+            if (ck_compaction_needs_summary(job->c)) {
+                ck_compaction_free(job->c);
+                job->c = NULL;
+                rc = ck_compactor_compact(self->ck, h, tool_tokens, NULL, NULL, &job->c, err);
+            } else {
+                rc = ck_compactor_finish(self->ck, job->c, err);
+            }
+            job->done_in_core = rc == CK_OK;
+        }
+    }
+    *status = rc;
+    return leave(self);
 }
 
 static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs) {
@@ -623,6 +912,8 @@ static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs)
     job->c = NULL;
     job->holds_busy = 1;
     job->done_in_core = 0;
+    job->in_core = 0;
+    job->close_asked = 0;
     job->format = CK_FORMAT_AUTO;
     memset(&job->ph, 0, sizeof job->ph);
     PyObject_GC_Track((PyObject *)job);
@@ -632,14 +923,7 @@ static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs)
      * and asking first gives the same error for a history that matches no format. */
     ck_error err;
     int rc = ck_history_format(job->ph.h, self->format, &job->format, &err);
-    if (rc == CK_OK && extractive) {
-        /* No summarizer: begin, summarize extractively and finish in one core call, so the
-         * record does not report the built-in summarizer as a fallback. */
-        rc = ck_compactor_compact(self->ck, job->ph.h, tool_tokens, NULL, NULL, &job->c, &err);
-        job->done_in_core = rc == CK_OK;
-    } else if (rc == CK_OK) {
-        rc = ck_compactor_begin(self->ck, job->ph.h, tool_tokens, &job->c, &err);
-    }
+    if (rc == CK_OK && begin_in_core(self, job, tool_tokens, extractive, &rc, &err) < 0) goto error;
     if (rc != CK_OK) {
         ck_py_raise_core(st, rc, &err);
         goto error;
@@ -665,7 +949,11 @@ static PyObject *compactor_offload(PyObject *op, PyObject *message) {
     if (ck_py_history_init(&ph, st) < 0) return NULL;
     if (ck_py_history_read_message(&ph, message) < 0) goto done;
     int rc = ck_history_format(ph.h, self->format, &format, &err);
-    if (rc == CK_OK) rc = ck_compactor_offload(self->ck, ph.h, 0, &view, &err);
+    if (rc == CK_OK) {
+        if (enter(self) < 0) goto done;
+        rc = ck_compactor_offload(self->ck, ph.h, 0, &view, &err);
+        if (leave(self) < 0) goto done;
+    }
     if (rc != CK_OK) {
         ck_py_raise_core(st, rc, &err);
         goto done;
@@ -692,6 +980,32 @@ done:
     return result;
 }
 
+/* Ends a read or a search of `ref` (bytes, or NULL for the whole session) begun with enter():
+ * returns 0 when it succeeded, else -1 with its error raised. A storage failure of the backend
+ * becomes the error's __cause__, and the message names the ref as the caller gave it. */
+static int leave_read(ck_py_compactor *self, int rc, const ck_error *err, PyObject *ref) {
+    PyObject *cause = ck_py_host_take_cause(&self->host);
+    int raised = leave(self) < 0;
+    if (raised || rc != CK_EIO) {
+        Py_XDECREF(cause);
+        if (raised) return -1;
+        if (rc == CK_OK) return 0;
+        ck_py_raise_core(state_of((PyObject *)self), rc, err);
+        return -1;
+    }
+    char where[CK_PY_WHERE_MAX], msg[CK_PY_WHERE_MAX + 64];
+    snprintf(where, sizeof where, "%.*s", ref ? (int)PyBytes_GET_SIZE(ref) : 0,
+             ref ? PyBytes_AS_STRING(ref) : "");
+    snprintf(msg, sizeof msg, "%s (%s)", err->msg ? err->msg : ck_strerror(rc), err->where);
+    if (cause) {
+        /* ck_py_raise() makes the exception being raised the new one's __cause__. */
+        PyErr_SetObject((PyObject *)Py_TYPE(cause), cause);
+        Py_DECREF(cause);
+    }
+    ck_py_raise(state_of((PyObject *)self), rc, -1, where, msg, -1);
+    return -1;
+}
+
 static PyObject *compactor_read_evidence(PyObject *op, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"ref", "offset", "limit", NULL};
     ck_py_compactor *self = (ck_py_compactor *)op;
@@ -710,13 +1024,16 @@ static PyObject *compactor_read_evidence(PyObject *op, PyObject *args, PyObject 
     char *text = NULL;
     size_t len = 0;
     ck_error err;
+    PyObject *result = NULL;
+    if (enter(self) < 0) goto done;
     int rc =
         ck_compactor_read_evidence(self->ck, PyBytes_AS_STRING(ref), (size_t)PyBytes_GET_SIZE(ref),
                                    (size_t)offset, (size_t)limit, &text, &len, &err);
-    Py_DECREF(ref);
-    if (rc != CK_OK) return ck_py_raise_core(st, rc, &err);
-    PyObject *result = ck_py_text(text, len);
+    if (leave_read(self, rc, &err, ref) == 0) result = ck_py_text(text, len);
     ck_free(text);
+
+done:
+    Py_DECREF(ref);
     return result;
 }
 
@@ -733,23 +1050,21 @@ static PyObject *compactor_search_evidence(PyObject *op, PyObject *args, PyObjec
                             Py_TYPE(pattern_obj)->tp_name);
     if (ref_obj != Py_None && !(ref = to_ref(st, ref_obj))) return NULL;
     pattern = to_utf8(st, pattern_obj, "pattern", 1);
-    if (!pattern) goto done;
+    if (!pattern || enter(self) < 0) goto done;
     char *json = NULL;
     size_t len = 0;
     ck_error err;
     int rc = ck_compactor_search_evidence(self->ck, ref ? PyBytes_AS_STRING(ref) : NULL,
                                           ref ? (size_t)PyBytes_GET_SIZE(ref) : 0,
                                           PyBytes_AS_STRING(pattern), 0, &json, &len, &err);
-    if (rc != CK_OK) {
-        ck_py_raise_core(st, rc, &err);
-        goto done;
+    if (leave_read(self, rc, &err, ref) == 0) {
+        PyObject *text = ck_py_text(json, len);
+        if (text) {
+            result = PyObject_CallOneArg(st->json_loads, text);
+            Py_DECREF(text);
+        }
     }
-    PyObject *text = ck_py_text(json, len);
     ck_free(json);
-    if (text) {
-        result = PyObject_CallOneArg(st->json_loads, text);
-        Py_DECREF(text);
-    }
 
 done:
     Py_XDECREF(ref);
@@ -761,7 +1076,7 @@ static PyObject *compactor_observe_usage(PyObject *op, PyObject *arg) {
     ck_py_compactor *self = (ck_py_compactor *)op;
     unsigned long long tokens;
     if (to_uint(state_of(op), arg, "prompt_tokens", 0, UINT64_MAX, MSG_NOT_NEGATIVE, &tokens) < 0 ||
-        claim(self) < 0)
+        claim_idle(self) < 0)
         return NULL;
     ck_compactor_observe_usage(self->ck, tokens);
     release(self);
@@ -771,7 +1086,7 @@ static PyObject *compactor_observe_usage(PyObject *op, PyObject *arg) {
 static PyObject *compactor_reset(PyObject *op, PyObject *unused) {
     (void)unused;
     ck_py_compactor *self = (ck_py_compactor *)op;
-    if (claim(self) < 0) return NULL;
+    if (claim_idle(self) < 0) return NULL;
     ck_compactor_reset(self->ck);
     release(self);
     Py_RETURN_NONE;
@@ -793,36 +1108,72 @@ static PyObject *compactor_get_busy(PyObject *op, void *closure) {
     return PyBool_FromLong(((ck_py_compactor *)op)->busy);
 }
 
+/* The retention policies in force as {pattern: {"head", "tail", "errors", "max_bytes",
+ * "offload"}}, in match order. */
+static PyObject *retention_dict(const ck_compactor_options *o) {
+    PyObject *d = PyDict_New();
+    for (size_t k = 0; d && k < o->n_retention; k++) {
+        const ck_retention *r = &o->retention[k];
+        PyObject *policy = Py_BuildValue("{s:I,s:I,s:I,s:K,s:O}", "head", (unsigned)r->head, "tail",
+                                         (unsigned)r->tail, "errors", (unsigned)r->error_lines,
+                                         "max_bytes", (unsigned long long)r->max_bytes, "offload",
+                                         (r->flags & CK_RETAIN_NEVER_OFFLOAD) ? Py_False : Py_True);
+        PyObject *pattern =
+            policy ? ck_py_text(r->tool ? r->tool : "*", strlen(r->tool ? r->tool : "*")) : NULL;
+        if (!pattern || PyDict_SetItem(d, pattern, policy) < 0) Py_CLEAR(d);
+        Py_XDECREF(pattern);
+        Py_XDECREF(policy);
+    }
+    return d;
+}
+
 static PyObject *compactor_get_options(PyObject *op, void *closure) {
     (void)closure;
     static const char *const formats[] = {"auto", "openai", "anthropic"};
+    ck_py_compactor *self = (ck_py_compactor *)op;
     ck_compactor_options o;
-    ck_compactor_get_options(((ck_py_compactor *)op)->ck, &o);
+    ck_compactor_get_options(self->ck, &o);
     PyObject *store = PyUnicode_DecodeFSDefault(o.store_dir);
-    if (!store) return NULL;
-    PyObject *d = Py_BuildValue(
-        "{s:K,s:s,s:N,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:s,s:s,s:O}", "context_window",
+    PyObject *retention = store ? retention_dict(&o) : NULL;
+    PyObject *estimator = self->host.counter;
+    if (estimator)
+        Py_INCREF(estimator);
+    else
+        estimator = PyUnicode_FromString(ck_estimator_name(o.estimator));
+    if (!store || !retention || !estimator) {
+        Py_XDECREF(store);
+        Py_XDECREF(retention);
+        Py_XDECREF(estimator);
+        return NULL;
+    }
+    /* N steals: store, estimator and retention are released with the dict. */
+    return Py_BuildValue(
+        "{s:K,s:s,s:N,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O}", "context_window",
         (unsigned long long)o.context_window, "session_id", o.session_id, "store_dir", store,
         "warn", o.warn, "soft", o.soft, "full", o.full, "emergency", o.emergency, "keep_tail",
         (unsigned int)o.keep_tail, "offload_threshold", (unsigned long long)o.offload_threshold,
         "tool_offload_threshold", (unsigned long long)o.tool_offload_threshold,
-        "summary_max_tokens", (unsigned long long)o.summary_max_tokens, "estimator",
-        ck_estimator_name(o.estimator), "format",
-        (unsigned)o.format <= CK_FORMAT_ANTHROPIC ? formats[o.format] : "auto", "pin_first_user",
-        (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True);
-    return d;
+        "summary_max_tokens", (unsigned long long)o.summary_max_tokens, "estimator", estimator,
+        "format", (unsigned)o.format <= CK_FORMAT_ANTHROPIC ? formats[o.format] : "auto",
+        "pin_first_user", (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True, "retention",
+        retention, "backend", self->backend ? self->backend : Py_None);
 }
 
 PyDoc_STRVAR(compactor_doc,
              "Compactor(context_window, *, session_id=None, store_dir='.ctxkeel', warn=0.6, "
              "soft=0.7, full=0.8, emergency=0.95, keep_tail=6, offload_threshold=4000, "
              "tool_offload_threshold=10000, summary_max_tokens=None, estimator='default', "
-             "format='auto', pin_first_user=True)\n"
+             "format='auto', pin_first_user=True, retention=None, backend=None, awaiter=None)\n"
              "--\n"
              "\n"
              "The core of ctxkeel.Compactor: one agent session's compaction state, its evidence\n"
              "store and its audit log. Use ctxkeel.Compactor, which runs the summarizer.\n"
              "A session_id whose audit log exists under store_dir resumes that session.\n"
+             "estimator may be a callable, fn(text) -> int, which then counts every message.\n"
+             "retention: {pattern: {'head', 'tail', 'errors', 'max_bytes', 'offload'}} or a\n"
+             "list of (pattern, policy) pairs. backend: an object with put(key, text) and\n"
+             "get(key) -> str | None used instead of the files under store_dir; awaiter(aw)\n"
+             "runs an awaitable that one of them returns and gives its value.\n"
              "Wrong types raise TypeError; bad values raise InputError naming the option.");
 PyDoc_STRVAR(begin_doc,
              "begin($self, messages, tool_tokens=0, /, *, extractive=False)\n--\n\n"
@@ -926,6 +1277,8 @@ static PyType_Slot compactor_slots[] = {
     {Py_tp_doc, (void *)compactor_doc},
     {Py_tp_new, (void *)compactor_new},
     {Py_tp_dealloc, (void *)compactor_dealloc},
+    {Py_tp_traverse, (void *)compactor_traverse},
+    {Py_tp_clear, (void *)compactor_clear},
     {Py_tp_methods, compactor_methods},
     {Py_tp_getset, compactor_getset},
     {0, NULL},
@@ -935,7 +1288,7 @@ static PyType_Slot compactor_slots[] = {
 static PyType_Spec compactor_spec = {
     .name = "ctxkeel._ext.Compactor",
     .basicsize = sizeof(ck_py_compactor),
-    .flags = Py_TPFLAGS_DEFAULT,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .slots = compactor_slots,
 };
 

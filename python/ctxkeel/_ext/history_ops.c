@@ -12,7 +12,8 @@
 
 static const char MSG_X_TYPE[] =
     "ctxkeel: estimate_tokens() argument 'x' must be a str, a message dict or a list, not %.200s";
-static const char MSG_ESTIMATOR_TYPE[] = "ctxkeel: estimator must be a str, not %.200s";
+static const char MSG_ESTIMATOR_TYPE[] =
+    "ctxkeel: estimator must be a str or a callable, not %.200s";
 static const char MSG_ESTIMATOR_VALUE[] =
     "ctxkeel: estimator must be 'default', 'chars4' or 'cl100k', not %R";
 static const char MSG_FORMAT_TYPE[] = "ctxkeel: format must be a str, not %.200s";
@@ -21,9 +22,14 @@ static const char MSG_FORMAT_VALUE[] =
 
 /* ---- arguments --------------------------------------------------------------------------- */
 
-int ck_py_parse_estimator(PyObject *value, ck_estimator *out) {
+int ck_py_parse_estimator(PyObject *value, ck_estimator *out, PyObject **counter) {
     *out = CK_EST_DEFAULT;
+    *counter = NULL;
     if (!value) return 0;
+    if (!PyUnicode_Check(value) && PyCallable_Check(value)) {
+        *counter = value;
+        return 0;
+    }
     if (!PyUnicode_Check(value)) {
         PyErr_Format(PyExc_TypeError, MSG_ESTIMATOR_TYPE, Py_TYPE(value)->tp_name);
         return -1;
@@ -86,8 +92,17 @@ static int classify_list(const ck_module_state *st, PyObject *list, int *kind) {
     return 0;
 }
 
-/* Tokens of a tool-schema list: the core estimates its compact JSON text. */
-static PyObject *estimate_tools(const ck_module_state *st, PyObject *tools, ck_estimator est) {
+/* A count from the host's counter (UINT64_MAX: it failed, and its error is raised now). */
+static PyObject *counted(ck_py_host *host, uint64_t tokens) {
+    if (ck_py_host_end(host) < 0) return NULL;
+    if (tokens == UINT64_MAX) return PyErr_NoMemory();
+    return PyLong_FromUnsignedLongLong(tokens);
+}
+
+/* Tokens of a tool-schema list: the core estimates its compact JSON text, or the host's
+ * counter counts it. */
+static PyObject *estimate_tools(const ck_module_state *st, PyObject *tools, ck_estimator est,
+                                ck_py_host *host) {
     PyObject *json = ck_py_compact_json(st, tools);
     if (!json) {
         if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
@@ -101,18 +116,24 @@ static PyObject *estimate_tools(const ck_module_state *st, PyObject *tools, ck_e
         Py_DECREF(json);
         return NULL;
     }
-    uint64_t tokens = ck_estimate_tools(text, (size_t)len, est);
+    uint64_t tokens = host->counter ? ck_py_host_count(host, text, (size_t)len)
+                                    : ck_estimate_tools(text, (size_t)len, est);
     Py_DECREF(json);
-    return PyLong_FromUnsignedLongLong(tokens);
+    return host->counter ? counted(host, tokens) : PyLong_FromUnsignedLongLong(tokens);
 }
 
 /* Tokens of one message or of a message list, read into a history first. */
-static PyObject *estimate_messages(ck_module_state *st, PyObject *x, int single, ck_estimator est) {
+static PyObject *estimate_messages(ck_module_state *st, PyObject *x, int single, ck_estimator est,
+                                   ck_py_host *host) {
     ck_py_history ph;
     if (ck_py_history_init(&ph, st) < 0) return NULL;
     int rc = single ? ck_py_history_read_message(&ph, x) : ck_py_history_read_list(&ph, x);
     PyObject *result = NULL;
-    if (rc == 0) {
+    if (rc == 0 && host->counter) {
+        ck_counter counter = {ck_py_host_count, host};
+        result = counted(host, single ? ck_count_message(ph.h, 0, &counter)
+                                      : ck_count_history(ph.h, &counter));
+    } else if (rc == 0) {
         uint64_t tokens =
             single ? ck_estimate_message(ph.h, 0, est) : ck_estimate_history(ph.h, est);
         result = PyLong_FromUnsignedLongLong(tokens);
@@ -126,23 +147,26 @@ PyObject *ck_py_estimate_tokens(PyObject *module, PyObject *args, PyObject *kwar
     ck_module_state *st = ck_py_state(module);
     PyObject *x, *estimator = NULL;
     ck_estimator est;
+    /* A callable estimator is borrowed from the arguments for the length of the call. */
+    ck_py_host host = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:estimate_tokens", kwlist, &x,
                                      &estimator) ||
-        ck_py_parse_estimator(estimator, &est) < 0)
+        ck_py_parse_estimator(estimator, &est, &host.counter) < 0)
         return NULL;
     if (PyUnicode_Check(x)) {
         Py_ssize_t len;
         const char *text = PyUnicode_AsUTF8AndSize(x, &len);
         if (!text) return ck_py_raise_utf8(st, x, -1, "x");
+        if (host.counter) return counted(&host, ck_py_host_count(&host, text, (size_t)len));
         return PyLong_FromUnsignedLongLong(ck_estimate_text(text, (size_t)len, est));
     }
-    if (PyDict_Check(x)) return estimate_messages(st, x, 1, est);
+    if (PyDict_Check(x)) return estimate_messages(st, x, 1, est, &host);
     if (!PyList_Check(x)) return PyErr_Format(PyExc_TypeError, MSG_X_TYPE, Py_TYPE(x)->tp_name);
     if (PyList_GET_SIZE(x) == 0) return PyLong_FromLong(0);
     int kind;
     if (classify_list(st, x, &kind) < 0) return NULL;
-    if (kind == LIST_TOOLS) return estimate_tools(st, x, est);
-    return estimate_messages(st, x, 0, est);
+    if (kind == LIST_TOOLS) return estimate_tools(st, x, est, &host);
+    return estimate_messages(st, x, 0, est, &host);
 }
 
 /* ---- check_pairs ------------------------------------------------------------------------- */

@@ -26,14 +26,12 @@
  * Secrets. The object never holds the API key: the core reads it from the environment at
  * call time. Its repr shows extra headers by name only and the base URL without a
  * user:password part. A server may quote the key back in an error; the core blanks it in
- * the reason, and the binding masks any occurrence that is left (a key shorter than the
- * core bothers with) before the reason becomes an exception's text.
+ * the reason before the reason reaches the binding.
  */
 #include "state.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const char MSG_STR_TYPE[] = "ctxkeel: %s must be a str, not %.200s";
@@ -555,38 +553,12 @@ done:
     return rc;
 }
 
-/* `text` with every occurrence of the API key (read from the environment now, as the core
- * did) replaced by ***. The core already blanks keys of four characters or more; this is
- * the last check before the text leaves C. A new reference, or NULL with an exception set. */
-static PyObject *without_key(const ck_py_http_summarizer *self, PyObject *text) {
-    const char *name = NULL;
-    if (self->key_env != Py_None && !(name = PyUnicode_AsUTF8(self->key_env))) return NULL;
-    const char *key = name ? getenv(name) : NULL;
-    if (!key || !key[0]) {
-        Py_INCREF(text);
-        return text;
-    }
-    PyObject *secret = PyUnicode_DecodeFSDefault(key);
-    PyObject *mask = PyUnicode_FromString("***");
-    PyObject *clean = secret && mask ? PyUnicode_Replace(text, secret, mask, -1) : NULL;
-    Py_XDECREF(secret);
-    Py_XDECREF(mask);
-    return clean;
-}
-
 /* Raises the Error for a failed transfer: its .code is the status and its text the core's
- * reason, the key masked. Always returns NULL. */
-static PyObject *raise_failure(const ck_py_http_summarizer *self, const ck_module_state *st, int rc,
-                               const char *why) {
+ * reason (in which the core has already blanked the API key). Always returns NULL. */
+static PyObject *raise_failure(const ck_module_state *st, int rc, const char *why) {
     if (rc == CK_ENOMEM) return PyErr_NoMemory();
-    if (!why) return ck_py_raise(st, rc, -1, NULL, NULL, -1);
-    PyObject *text = PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
-    PyObject *clean = text ? without_key(self, text) : NULL;
-    const char *msg = clean ? PyUnicode_AsUTF8(clean) : NULL;
-    if (msg) ck_py_raise(st, rc, -1, NULL, msg, -1);
-    Py_XDECREF(text);
-    Py_XDECREF(clean);
-    return NULL;
+    /* ck_py_raise formats `why` with %s, which decodes invalid UTF-8 with "replace". */
+    return ck_py_raise(st, rc, -1, NULL, why, -1);
 }
 
 /* One summary: the request read and copied with the GIL, the transfer without it, the result
@@ -624,7 +596,7 @@ static PyObject *run_summary(ck_py_http_summarizer *self, PyObject *request,
             self->usage_completion = completion_tokens != NO_USAGE ? completion_tokens : 0;
         }
     } else {
-        raise_failure(self, st, rc, why);
+        raise_failure(st, rc, why);
     }
     ck_free(reply);
     ck_free(why);

@@ -3,7 +3,8 @@
  * multi-phase initialisation.
  *
  * The functions themselves live in history_ops.c, anchors.c, compactor.c (which also
- * defines the Compactor and Compaction types) and http.c (HttpSummarizer, CancelToken);
+ * defines the Compactor and Compaction types, with the host callbacks of host.c) and http.c
+ * (HttpSummarizer, CancelToken);
  * module.c wires them up, owns the module state (exceptions, types, interned strings, the
  * JSON functions) and installs the core's allocator. Every function keeps the GIL for its
  * whole run, because each one reads Python objects while it works, except the HTTP transfer
@@ -22,8 +23,11 @@ PyDoc_STRVAR(estimate_tokens_doc,
              "Estimates the tokens of x: a str, a message dict, a list of message dicts\n"
              "(with the per-message and per-request overhead) or a list of tool schemas\n"
              "(dicts without \"role\", counted as their compact JSON). An empty list is 0.\n"
-             "estimator is 'default' (fitted to o200k_base), 'cl100k' (fitted to cl100k_base) or\n"
-             "'chars4' (UTF-8 bytes / 4, rounded up).\n"
+             "estimator is 'default' (fitted to o200k_base), 'cl100k' (fitted to cl100k_base),\n"
+             "'chars4' (UTF-8 bytes / 4, rounded up) or a function fn(text) -> int: a str is\n"
+             "then fn(x), a message fn(its strings joined by newlines) plus the per-message\n"
+             "overhead, a tool list fn(its compact JSON); what fn raises is raised, and a\n"
+             "return that is not an int >= 0 raises TypeError or ValueError.\n"
              "Raises TypeError for any other x, InputError for a malformed message.");
 
 PyDoc_STRVAR(check_pairs_doc,

@@ -6,7 +6,8 @@
  * CK_STATUS_LIST), convert.c (a list of message dicts read into a ck_history), apply.c (a
  * ck_view turned back into a list of message dicts), history_ops.c (estimate_tokens,
  * check_pairs, repair_pairs), anchors.c (parse_anchors, merge_anchors), compactor.c (the
- * Compactor and Compaction types) and http.c (the HttpSummarizer and CancelToken types). The
+ * Compactor and Compaction types), host.c (the host's token counter and evidence backend,
+ * which the core calls back) and http.c (the HttpSummarizer and CancelToken types). The
  * rules for the two conversions are written down once, in docs/mapping.md.
  *
  * The GIL rule for this module: every function keeps the GIL for its whole run, except the
@@ -16,7 +17,9 @@
  * ck_compactor, a Compaction's ck_compaction and the history it borrows) are owned by a Python
  * object that holds strong references to everything they borrow; see compactor.c. The HTTP
  * transfer is the one long wait: http.c copies its inputs into C buffers first and releases
- * the GIL around ck_http_summarize() alone (see the comment there).
+ * the GIL around ck_http_summarize() alone (see the comment there). The host's callbacks
+ * (host.c) run inside core calls with the GIL held, as Python code; when one of them waits
+ * for an awaitable, the Python code that waits lets the GIL go, not the binding.
  */
 #ifndef CK_PY_STATE_H_
 #define CK_PY_STATE_H_
@@ -193,9 +196,49 @@ PyObject *ck_py_check_pairs(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *ck_py_repair_pairs(PyObject *module, PyObject *args, PyObject *kwargs);
 
 /* The estimator= and format= arguments: NULL means the default; a non-str raises TypeError,
- * an unknown name ValueError. Returns 0, or -1 with an exception set. */
-int ck_py_parse_estimator(PyObject *value, ck_estimator *out);
+ * an unknown name ValueError. An estimator may also be a callable, fn(text) -> int, which is
+ * then stored (borrowed) in *counter and *out is the default. Returns 0, or -1 with an
+ * exception set. */
+int ck_py_parse_estimator(PyObject *value, ck_estimator *out, PyObject **counter);
 int ck_py_parse_format(PyObject *value, ck_format *out);
+
+/* ---- host.c ------------------------------------------------------------------------------ */
+
+/*
+ * The host's callbacks for core calls: a token counter and an evidence backend, and what they
+ * left to raise. Every field is a strong reference or NULL. A method that makes a core call
+ * with these installed calls ck_py_host_reset() before it and ck_py_host_end() after it; see
+ * host.c for what the callbacks do with failures.
+ */
+typedef struct ck_py_host {
+    PyObject *counter;     /* estimator=fn: fn(text) -> int */
+    PyObject *put, *get;   /* the backend's bound methods */
+    PyObject *awaiter;     /* awaiter(awaitable) -> value, for backend methods that are async */
+    PyObject *raise_after; /* an exception to raise when the core call returns */
+    PyObject *cause;       /* the last storage failure (an Exception), for chaining */
+} ck_py_host;
+
+/* ck_counter.count, ck_evidence_backend.put and .get over a ck_py_host (the ctx). */
+uint64_t ck_py_host_count(void *ctx, const char *text, size_t len);
+int ck_py_host_put(void *ctx, const char *key, const char *data, size_t len, ck_error *err);
+int ck_py_host_get(void *ctx, const char *key, char **out, size_t *out_len, ck_error *err);
+
+/* Reads backend.put and backend.get (TypeError when one is missing or not callable) and keeps
+ * `awaiter` (None or NULL: awaitables are refused). Returns 0, or -1 with an exception set. */
+int ck_py_host_set_backend(ck_py_host *h, PyObject *backend, PyObject *awaiter);
+
+/* Before a core call: forgets what an earlier call left. */
+void ck_py_host_reset(ck_py_host *h);
+
+/* After a core call: raises what a callback left to raise (returns -1), else returns 0. The
+ * storage failure is dropped either way; take it first with ck_py_host_take_cause(). */
+int ck_py_host_end(ck_py_host *h);
+
+/* The last storage failure of the backend (a new reference), or NULL. */
+PyObject *ck_py_host_take_cause(ck_py_host *h);
+
+int ck_py_host_traverse(const ck_py_host *h, visitproc visit, void *arg);
+void ck_py_host_clear(ck_py_host *h);
 
 /* ---- anchors.c --------------------------------------------------------------------------- */
 
@@ -212,7 +255,13 @@ typedef struct ck_py_compactor {
      * finish() or close()), and while begin() reads its messages. Every method that changes
      * the session state refuses to run then, with ctxkeel.Error CK_EBUSY. */
     int busy;
+    /* Set during each core call on this compactor. A host callback runs Python code inside
+     * one, which may switch threads or wait for a loop, so a second core call could otherwise
+     * start in the middle of the first; every method that makes one raises CK_EBUSY then. */
+    int calling;
     ck_format format; /* the format option, for reading single messages in offload() */
+    ck_py_host host;  /* the counter and backend the core calls back; ctx of both */
+    PyObject *backend; /* the backend object as given, or NULL (shown in options) */
 } ck_py_compactor;
 
 /* _ext.Compaction: one compaction in progress. It owns the ck_compaction and the history the
@@ -228,6 +277,8 @@ typedef struct ck_py_compaction {
     ck_format format; /* the resolved format, which new messages are shaped for */
     int holds_busy;   /* this job set owner->busy and must clear it */
     int done_in_core; /* begun with extractive=True: the core finished it already */
+    int in_core;      /* a core call on `c` runs (request, finish): close() must wait */
+    int close_asked;  /* close() was called meanwhile; the call closes the job when done */
 } ck_py_compaction;
 
 /* Creates the Compactor and Compaction types in `st` and adds Compactor, TIERS and
