@@ -681,13 +681,13 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
         errors_max = policy->error_lines;
         if (policy->max_bytes) max_bytes = policy->max_bytes > SIZE_MAX ? SIZE_MAX
                                                                           : policy->max_bytes;
-        max_lines = head + tail_n + errors_max;
     } else {
         int commandish = ck__looks_failed(p->text, p->text_len, p->flags);
         head = commandish ? max_lines / 2 : max_lines;
         tail_n = commandish ? max_lines - head : 0;
         errors_max = commandish ? 5 : 0;
     }
+    max_lines = head + tail_n + errors_max;
     if (!max_lines) {
         ck__buf_adds(b, "preview: none (retention policy)\n");
         return b->failed ? CK_ENOMEM : CK_OK;
@@ -696,9 +696,10 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
      * the three has its share of the byte cap, so a long head cannot crowd out the lines that
      * say what happened. */
     size_t per_line = max_bytes / max_lines;
-    if (per_line < 80) per_line = 80;
+    if (per_line < 160) per_line = 160; /* typical log lines whole; huge ones cut */
     size_t share[3] = {max_bytes / max_lines * head, max_bytes / max_lines * errors_max, 0};
     share[2] = max_bytes - share[0] - share[1];
+    /* A line costs its bytes and its newline: both count against the cap. */
     size_t spent[3] = {0, 0, 0};
     size_t line_no = 0;
     const char *s = p->text, *end = p->text + p->text_len;
@@ -728,7 +729,7 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
                 ck__buf_printf(b, "[... %zu lines ...]\n", skipped);
                 skipped = 0;
             }
-            size_t room = share[pool] - spent[pool];
+            size_t room = share[pool] - spent[pool] - 1;
             size_t keep = ck__clip(s, len, per_line < room ? per_line : room);
             ck__buf_add(b, s, keep);
             if (keep < len) ck__buf_printf(b, " [... %zu more bytes on this line]", len - keep);

@@ -788,7 +788,8 @@ static const struct fail_signal {
     {"non-zero exit", FAIL_PLAIN},    {"returned non-zero", FAIL_PLAIN},
     {"segmentation fault", FAIL_PLAIN}, {"make: ***", FAIL_PLAIN},
     {"exit code", FAIL_EXIT},         {"exit_code", FAIL_EXIT},
-    {"exit status", FAIL_EXIT},
+    {"exit status", FAIL_EXIT},       {"cmake error", FAIL_PLAIN},
+    {"error[", FAIL_PLAIN},           {"unable to locate", FAIL_PLAIN},
 };
 
 /* The number after "exit code" (blanks, ':', '=' and quotes skipped): 1 for a non-zero code,
@@ -807,7 +808,7 @@ static int fail_exit_value(const char *s, size_t n, size_t i) {
 static void fail_scan(const char *s, size_t n, size_t from, size_t to, int found[3]) {
     for (size_t i = from; i < to; i++) {
         unsigned char c = ext_lower((unsigned char)s[i]);
-        if (!strchr("efptcnrsm", c) || !c) continue;
+        if (!strchr("efptcnrsmu", c) || !c) continue;
         for (size_t k = 0; k < sizeof fail_signals / sizeof fail_signals[0]; k++) {
             const struct fail_signal *sig = &fail_signals[k];
             if ((unsigned char)sig->text[0] != c || !ext_prefix_ci(s + i, n - i, sig->text))
