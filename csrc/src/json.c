@@ -207,6 +207,9 @@ static int read_message(ck_history *h, const cJSON *msg, size_t i, ck_error *err
         p.flags = CK_PART_OPENAI;
         p.host = HOST_CONTENT_WHOLE;
         snprintf(where, sizeof where, "messages[%zu].tool_call_id", i);
+        /* "name", when a host keeps the tool's name on its result, names the tool for
+         * retention policies at tool time (the call is not at hand there). */
+        p.name = opt_string(msg, "name", &p.name_len);
         if ((rc = need_string(msg, "tool_call_id", &p.id, &p.id_len, i, where, err)) ||
             (rc = join_text(h, content, &p.text, &p.text_len, i, "content", err)) ||
             (rc = ck_history_add_part(h, &p, err)))

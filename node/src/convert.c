@@ -410,7 +410,10 @@ static int read_message(reader *r, napi_value msg) {
         p.kind = CK_PART_TOOL_RESULT;
         p.flags = CK_PART_OPENAI;
         p.host = CKJS_HOST_CONTENT_WHOLE;
-        if ((rc = need_string(r, msg, "tool_call_id", &p.id, &p.id_len, ".tool_call_id", 0, 0)) ||
+        /* "name", when a host keeps the tool's name on its result, names the tool for
+         * retention policies at tool time (the call is not at hand there). */
+        if ((rc = opt_string(r, msg, "name", &p.name, &p.name_len, ".name", 0)) ||
+            (rc = need_string(r, msg, "tool_call_id", &p.id, &p.id_len, ".tool_call_id", 0, 0)) ||
             (rc = join_text(r, content, 0, 0, &p.text, &p.text_len)) || (rc = add_part(r, &p)))
             return rc;
     } else if (content_t == napi_string) {

@@ -137,6 +137,17 @@ describe('retention policies in offload() and options', () => {
     assert.equal(c.readEvidence('call_rows', { limit: 1000 }), text);
   });
 
+  it('matches the tool named on the result ("name") at tool time', () => {
+    const text = Array.from({ length: 500 }, (_, i) => `row ${i}`).join('\n');
+    const c = new Compactor({ contextWindow: 100000, storeDir: s.tmpStore(),
+      toolOffloadThreshold: 100,
+      retention: { query_db: { offload: false }, '*': { head: 1 } } });
+    const named = { ...h.tool('call_q', text), name: 'query_db' };
+    assert.equal(c.offload(named), named);
+    const other = { ...h.tool('call_r', text), name: 'ls' };
+    assert.ok(c.offload(other).content.includes('tool: ls,'));
+  });
+
   it('reports the policies in force, every key filled, as [pattern, policy] pairs', () => {
     const c = new Compactor({ contextWindow: 1000, storeDir: s.tmpStore(), retention: {
       'pytest*': { head: 5, tail: 30, errors: 20 },

@@ -112,6 +112,16 @@ def test_offload_false_keeps_the_output_verbatim(tmp_path, build_log):
     assert c.offload(message) is message
 
 
+def test_the_tool_named_on_the_result_is_matched_at_tool_time(tmp_path):
+    text = "\n".join(f"row {i}" for i in range(500))
+    c = ctxkeel.Compactor(10000, store_dir=fresh_dir(tmp_path), tool_offload_threshold=100,
+                          retention={"query_db": {"offload": False}, "*": {"head": 1}})
+    named = {"role": "tool", "tool_call_id": "q1", "name": "query_db", "content": text}
+    assert c.offload(named) is named
+    other = {"role": "tool", "tool_call_id": "r1", "name": "ls", "content": text}
+    assert "tool: ls," in c.offload(other)["content"]
+
+
 def test_the_first_matching_policy_wins_in_order(tmp_path, build_log):
     for retention in ({"execute_*": {"head": 1}, "execute_bash": {"offload": False}},
                       [("execute_*", {"head": 1}), ("execute_bash", {"offload": False})],

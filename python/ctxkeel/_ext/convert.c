@@ -120,6 +120,14 @@ static int need_str(ck_py_history *ph, PyObject *dict, PyObject *key, const char
     return borrow(ph, value, out, len, i, f);
 }
 
+/* An optional str field: absent or not a str leaves the text empty. */
+static int opt_str(ck_py_history *ph, PyObject *dict, PyObject *key, const char **out,
+                   size_t *len, Py_ssize_t i, field f) {
+    PyObject *value = get(dict, key);
+    if (!value) return PyErr_Occurred() ? -1 : 0;
+    return PyUnicode_Check(value) ? borrow(ph, value, out, len, i, f) : 0;
+}
+
 /* A tuple snapshot of a list, pinned: later reads (and apply.c) see the items as they were
  * when they were read, even if Python code changes the list in between. */
 static PyObject *snapshot(ck_py_history *ph, PyObject *list) {
@@ -389,7 +397,10 @@ static int read_message(ck_py_history *ph, Py_ssize_t i, PyObject *msg) {
         p.kind = CK_PART_TOOL_RESULT;
         p.flags = CK_PART_OPENAI;
         p.host = CK_PY_HOST_WHOLE;
-        if (need_str(ph, msg, st->s_tool_call_id, &p.id, &p.id_len, i, FIELD0(".tool_call_id")) <
+        /* "name", when a host keeps the tool's name on its result, names the tool for
+         * retention policies at tool time (the call is not at hand there). */
+        if (opt_str(ph, msg, st->s_name, &p.name, &p.name_len, i, FIELD0(".name")) < 0 ||
+            need_str(ph, msg, st->s_tool_call_id, &p.id, &p.id_len, i, FIELD0(".tool_call_id")) <
                 0 ||
             join_text(ph, content, &p.text, &p.text_len, i, FIELD0(".content"),
                       ".content[%zd].text", -1) < 0)
