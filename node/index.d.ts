@@ -228,8 +228,8 @@ export interface RetentionPolicy {
  * Retention policies by tool name or shell-style pattern (* ? [...]): an object (its key order
  * is the match order) or an array of [pattern, policy] pairs. The first match wins; tools no
  * pattern matches keep the built-in rule (first lines, plus error lines and last lines for
- * command-like output). In offload() a tool result does not name its tool, so there the name
- * matched is 'tool' (a pattern such as '*' applies).
+ * command-like output). In offload() the tool is the result's own `name` field when it has one
+ * (the call is not at hand there); without it the name matched is 'tool', which '*' matches.
  */
 export type Retention =
   | Record<string, RetentionPolicy>

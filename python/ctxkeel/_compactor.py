@@ -94,8 +94,9 @@ class Compactor:
     too), where a pattern is a tool name or a shell-style pattern (``"pytest*"``) and a policy
     a dict of ``head``, ``tail`` (lines), ``errors`` (at most that many error lines),
     ``max_bytes`` (the preview's cap; 0 or absent: the gate's) and ``offload`` (False: the
-    tool's outputs always stay in the view). A key left out is 0. In ``offload()`` a tool
-    message does not name its tool, so the name matched there is "tool" (``"*"`` applies).
+    tool's outputs always stay in the view). A key left out is 0. In ``offload()`` the tool is
+    the message's own ``"name"`` when it has one (the call is not at hand there); without it
+    the name matched is "tool", which ``"*"`` matches.
 
     ``backend`` is the host's own evidence storage, used instead of the files under
     ``store_dir`` (the audit log stays there): an object with ``put(key, text)`` and

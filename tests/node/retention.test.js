@@ -126,7 +126,7 @@ describe('retention policies on a real failing build log', { skip }, () => {
 });
 
 describe('retention policies in offload() and options', () => {
-  it('applies a * policy at tool time (messages do not name their tool there)', () => {
+  it('applies a * policy at tool time to a result that does not name its tool', () => {
     const text = Array.from({ length: 500 }, (_, i) => `row ${i}`).join('\n');
     const c = new Compactor({ contextWindow: 100000, storeDir: s.tmpStore(),
       toolOffloadThreshold: 100, retention: [['*', { head: 3, tail: 2 }]] });

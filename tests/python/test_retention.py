@@ -104,8 +104,9 @@ def test_offload_false_keeps_the_output_verbatim(tmp_path, build_log):
     bash_ids = {call["id"] for m in build_log for call in m.get("tool_calls") or []
                 if call["function"]["name"] == "execute_bash"}
     assert offloaded and not offloaded & bash_ids  # the other tools' outputs still go
-    # The tool-time gate follows policies too. A tool message alone does not say which tool
-    # made it (its placeholder says "tool: tool"), so only a pattern such as "*" reaches it.
+    # The tool-time gate follows policies too. A tool message without "name" does not say
+    # which tool made it (its placeholder says "tool: tool"): only a pattern such as "*"
+    # reaches it.
     c = ctxkeel.Compactor(10000, store_dir=fresh_dir(tmp_path), tool_offload_threshold=100,
                           retention={"*": {"offload": False}})
     message = dict(build_log[APT])
