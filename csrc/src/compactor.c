@@ -1096,7 +1096,24 @@ static void plan_cut(ck_compaction *c) {
     size_t k = t;
     uint64_t fixed = c->tool_tokens + request_overhead(c);
     uint64_t after = prefix_tokens(c, k, budget) + range_tokens(c, k, n) + fixed;
-    if (after > target) {
+    /* Emergency keeps the newest turns that fit, not only the tail. They fill the view up to
+     * the warn threshold, not the soft one: a view left at the soft limit would cross it on
+     * the next turn and call the model right after an emergency. */
+    uint64_t keep_limit = (uint64_t)((double)o->context_window * o->warn / c->owner->st.factor);
+    if (c->tier == CK_TIER_EMERGENCY && after <= keep_limit) {
+        /* Walk the cut back a turn at a time while the view stays under that limit. Moving
+         * the cut over message j adds its tokens to the kept range unless it is pinned
+         * (counted in the prefix already). */
+        size_t best = k;
+        while (k > c->base) {
+            size_t j = k - 1;
+            if (!is_pinned(c, j)) after += c->tok[j];
+            k = j;
+            if (after > keep_limit) break;
+            if (safe_cut(h, k)) best = k;
+        }
+        k = best;
+    } else if (after > target) {
         /* Truncate as in emergency: fold the oldest turns of the tail into the checkpoint too,
          * but keep the newest turn whatever it costs. */
         size_t last = n ? n - 1 : 0;

@@ -547,6 +547,42 @@ TEST(cached_costs_equal_fresh_costs) {
     free(log);
 }
 
+/* Emergency folds the old span with no model and keeps the newest turns that fit, not just
+ * the tail: no cliff. */
+TEST(emergency_keeps_the_newest_turns_that_fit) {
+    build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
+    add_text(&b, CK_ROLE_SYSTEM, "You are a coding agent.");
+    add_text(&b, CK_ROLE_USER, "Fix the parser.");
+    char ids[60][8];
+    for (int i = 0; i < 60; i++) {
+        snprintf(ids[i], sizeof ids[i], "e%d", i);
+        add_call(&b, ids[i], "grep", "src/parser.c:120: if (token == NULL) return -1; /* the "
+                                     "unchecked branch that the failing test reaches */");
+    }
+    uint64_t total = ck_estimate_history(b.h, CK_EST_DEFAULT);
+    ck_compactor_options o = base_options("emergency");
+    o.context_window = (uint64_t)((double)total / 0.97);
+    o.summary_max_tokens = 256;
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, b.h, 0, NULL, NULL, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_EMERGENCY);
+    /* Filled up to the warn threshold (so the next turn does not cross soft at once), far
+     * more than pinned + checkpoint + a two-message tail. */
+    uint64_t limit = (uint64_t)((double)o.context_window * 0.60);
+    OK(ck_compaction_tokens_after(c) <= limit);
+    OK(ck_compaction_tokens_after(c) > limit / 2);
+    const ck_view *v = ck_compaction_view(c);
+    OK(ck_view_count(v) > 40);
+    ck_out_msg m;
+    ck_view_get(v, ck_view_count(v) - 1, &m);
+    INT_EQ(m.src, b.h ? ck_history_count(b.h) - 1 : 0);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    build_free(&b);
+}
+
 TEST(allocation_failures) {
     char *log = test_log(150);
     build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
@@ -599,5 +635,7 @@ HARNESS_MAIN(setup(); RUN(retention_policies_choose_the_preview)
                  RUN(retention_zero_means_zero_and_bad_options_are_named)
                      RUN(backend_holds_the_evidence) RUN(backend_failures_fail_open)
                          RUN(counter_is_called_once_per_message)
-                             RUN(cached_costs_equal_fresh_costs) RUN(allocation_failures)
+                             RUN(cached_costs_equal_fresh_costs)
+                                 RUN(emergency_keeps_the_newest_turns_that_fit)
+                                 RUN(allocation_failures)
                                  h_remove_tree(store_dir))

@@ -239,7 +239,7 @@ def test_soft_and_full_summarize_once(ratio, tiers, tmp_path):
 
 
 def test_emergency_needs_no_model_and_keeps_the_task(tmp_path):
-    messages = synthetic_history()
+    messages = synthetic_history(turns=60, big_lines=4)  # nothing to offload: it must fold
     c = ctxkeel.Compactor(window_for(messages, 1.3), store_dir=fresh_dir(tmp_path))
     s = Scripted()
     result, made = compact_checked(c, messages, summarize=s)
@@ -248,6 +248,22 @@ def test_emergency_needs_no_model_and_keeps_the_task(tmp_path):
     assert result.messages[1] is messages[1]  # the task, which an idle agent would lack
     assert len(checkpoints(result.messages)) == 1
     assert "Fix the failing test" in result.messages[1]["content"]
+
+
+def test_emergency_keeps_the_newest_turns_that_fit(tmp_path):
+    # Small turns: the fold keeps as many of the newest as fit under the warn threshold.
+    messages = synthetic_history(turns=60, big_lines=4)
+    window = window_for(messages, 1.3)
+    result = ctxkeel.Compactor(window, store_dir=fresh_dir(tmp_path)).compact(messages)
+    assert result.tier == "emergency"
+    assert window * 0.3 < result.tokens_after <= window * 0.6
+    assert len(result.messages) > 40
+    # Large outputs: offloading them is enough, and every message stays (nothing is folded).
+    messages = synthetic_history()
+    result = ctxkeel.Compactor(window_for(messages, 1.3),
+                               store_dir=fresh_dir(tmp_path)).compact(messages)
+    assert result.tier == "emergency" and not checkpoints(result.messages)
+    assert len(result.messages) == len(messages) and result.record["offloaded"]
 
 
 def test_tool_schemas_count(tmp_path):
