@@ -173,7 +173,7 @@ fuzz: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
 # the library's own work; one C case runs with its store on disk, fsync included. A peer call
 # that runs past BENCH_PEER_BUDGET seconds is stopped and reported as such.
 BENCH_DIR := build-bench
-BENCH_STORE ?= $(if $(wildcard /dev/shm/.),/dev/shm/ctxkeel-bench-$(shell id -u),$(BENCH_DIR)/store)
+BENCH_STORE ?= $(if $(wildcard /dev/shm/.),/dev/shm/ctxkeel-bench-$(shell id -u)-$(notdir $(CURDIR)),$(BENCH_DIR)/store)
 BENCH_SIZES ?= 200 1000 10000 100000
 BENCH_PEER_BUDGET ?= 5
 # The three benchmark programs; the largest synthetic history (for peak memory) and the

@@ -285,10 +285,12 @@ PER_LANG_NOTE = (
     "shared machine disturbs less than wall-clock time.")
 
 
-def alone_figures(d):
-    """From the alternated runs (none.jsonl): per language the median wall and CPU times of its
-    runs, and the medians of the per-alternation CPU ratios to C; None when there are none."""
-    runs = {lang: [r for r in d.alone if r["lang"] == lang] for lang, _ in LANGS}
+def alone_figures(d, case):
+    """From the alternated runs (none.jsonl) of `case`: per language the median wall and CPU
+    times of its runs, and the medians of the per-alternation CPU ratios to C; None when there
+    are none."""
+    runs = {lang: [r for r in d.alone if r["lang"] == lang and r["case"] == case]
+            for lang, _ in LANGS}
     if not all(runs.values()):
         return None
     n = min(len(v) for v in runs.values())
@@ -307,29 +309,34 @@ def verdict(py, nd):
     return "met by both" if len(ok) == 2 else ("met by %s only" % ok[0]) if ok else "not met"
 
 
+NONE_CASES = (("compact_none", "on the compactor that saw it before (its token counts cached)"),
+              ("compact_none_first", "on a fresh compactor (the first call of a session, the "
+               "compactor made within the call)"))
+
+
 def summary(d):
     out = []
     w1k = next((w for w in d.workloads if w["messages"] == 1000 and w["name"] != "corpus"), None)
     if w1k:
         n = w1k["name"]
-        a = alone_figures(d)
-        if a:
+        for case, how in NONE_CASES:
+            a = alone_figures(d, case)
+            if not a:
+                continue
             out.append(
                 "- compact() of the 1,000-message history (%.2f MB of JSON) when nothing needs "
-                "compacting, from %d alternated runs of the three programs (medians; see below): "
-                "C %s ms of CPU time, %s ms wall clock (target under 1 ms: %s); Python %s ms CPU "
-                "(%s C), Node %s ms CPU (%s C) (target within 2x of C: %s)." % (
-                    w1k["json_bytes"] / 1e6, a["runs"], fmt_ms(a["c cpu"]), fmt_ms(a["c"]),
+                "compacting, %s; medians of %d alternated runs of the three programs: C %s ms "
+                "of CPU time, %s ms wall clock (target under 1 ms: %s); Python %s ms CPU (%s "
+                "C), Node %s ms CPU (%s C) (target within 2x of C: %s)." % (
+                    w1k["json_bytes"] / 1e6, how, a["runs"], fmt_ms(a["c cpu"]), fmt_ms(a["c"]),
                     "met" if max(a["c cpu"], a["c"]) < 1 else
                     "met in CPU time only" if a["c cpu"] < 1 else "not met",
                     fmt_ms(a["python cpu"]), fmt_x(a["python/c"]), fmt_ms(a["node cpu"]),
                     fmt_x(a["node/c"]), verdict(a["python/c"], a["node/c"])))
-        c = d.get("c", n, "compact_none")
         est = d.get("c", n, "estimate")
-        if c and est:
-            out.append("%sIn the main C run: compact() %s ms CPU, estimating the history's "
-                       "tokens alone (ck_estimate_history) %s ms CPU." % (
-                           "  " if a else "- ", fmt_ms(c["cpu_ms"]), fmt_ms(est["cpu_ms"])))
+        if est:
+            out.append("- Estimating the tokens of that history alone (ck_estimate_history) "
+                       "took %s ms of CPU time in the main C run." % fmt_ms(est["cpu_ms"]))
         full = [d.get(lang, n, "compact_full") for lang, _ in LANGS]
         steady = [d.get(lang, n, "compact_steady") for lang, _ in LANGS]
         if any(full):
@@ -359,29 +366,38 @@ def summary(d):
 
 
 def alone_section(d):
-    a = alone_figures(d)
-    if not a:
-        return []
-    rows = []
-    t = a["table"]
-    for i in range(a["runs"]):
-        c, p, n = (t[lang][i] for lang, _ in LANGS)
-        rows.append([i + 1] + [fmt_ms(r["ms"]) for r in (c, p, n)] +
-                    [fmt_ms(r["cpu_ms"]) for r in (c, p, n)] +
-                    [fmt_x(p["cpu_ms"] / c["cpu_ms"]), fmt_x(n["cpu_ms"] / c["cpu_ms"])])
-    rows.append(["**median**"] + [fmt_ms(a[lang]) for lang, _ in LANGS] +
-                [fmt_ms(a[lang + " cpu"]) for lang, _ in LANGS] +
-                [fmt_x(a["python/c"]), fmt_x(a["node/c"])])
-    return ["", "The 1,000-message history once more, after the main runs: `bench none`, "
-            "`bench.py none` and `bench.js none` run one after the other, %d times, each a "
-            "process of its own timing this case alone; the ratios are taken within each "
-            "round of three, then their median." % a["runs"], ""] + table(
-        ["round"] + PER_LANG_HEAD[1:], ["---:"] * 9, rows)
+    out = []
+    for case, how in NONE_CASES:
+        a = alone_figures(d, case)
+        if not a:
+            continue
+        rows = []
+        t = a["table"]
+        for i in range(a["runs"]):
+            c, p, n = (t[lang][i] for lang, _ in LANGS)
+            rows.append([i + 1] + [fmt_ms(r["ms"]) for r in (c, p, n)] +
+                        [fmt_ms(r["cpu_ms"]) for r in (c, p, n)] +
+                        [fmt_x(p["cpu_ms"] / c["cpu_ms"]), fmt_x(n["cpu_ms"] / c["cpu_ms"])])
+        rows.append(["**median**"] + [fmt_ms(a[lang]) for lang, _ in LANGS] +
+                    [fmt_ms(a[lang + " cpu"]) for lang, _ in LANGS] +
+                    [fmt_x(a["python/c"]), fmt_x(a["node/c"])])
+        out += ["", "**%s**:" % (how[0].upper() + how[1:]), ""] + table(
+            ["round"] + PER_LANG_HEAD[1:], ["---:"] * 9, rows)
+    if out:
+        out = ["", "The 1,000-message history once more, after the main runs: `bench none`, "
+               "`bench.py none` and `bench.js none` run one after the other, %s, each a "
+               "process of its own timing these cases alone; the ratios are taken within each "
+               "round of three, then their median." % (
+                   "once" if a["runs"] == 1 else "%d times" % a["runs"])] + out
+    return out
 
 
 def none_section(d):
-    return [PER_LANG_NOTE, ""] + table(PER_LANG_HEAD, ["---"] + ["---:"] * 8,
-                                       per_lang_table(d, "compact_none")) + alone_section(d)
+    out = [PER_LANG_NOTE]
+    for case, how in NONE_CASES:
+        out += ["", "**%s**:" % (how[0].upper() + how[1:]), ""] + table(
+            PER_LANG_HEAD, ["---"] + ["---:"] * 8, per_lang_table(d, case))
+    return out + alone_section(d)
 
 
 def steady_section(d):
@@ -456,7 +472,7 @@ def estimate_section(d):
     return out
 
 
-def trim_section(d, lang, peer, counter):
+def trim_section(d, lang, peer, counter, start_on):
     if not d.tools(lang, "compact_none"):
         return ["%s peer not installed: no rows." % peer]
     tool = d.tools(lang, "compact_none")[0]
@@ -464,20 +480,24 @@ def trim_section(d, lang, peer, counter):
     for case, title in (("compact_none", "Nothing to trim (budget 10 times the history)"),
                         ("compact_emergency", "Cut to 70% of a window that the history fills "
                          "to 97%")):
+        variants = [("ctxkeel", case), ("ctxkeel, first call", case + "_first"),
+                    ("ctxkeel, chars4", case + "_chars4")]
+        variants = [v for v in variants if any(d.get(lang, w["name"], v[1])
+                                               for w in d.workloads)]
         rows = []
         for w in d.workloads:
-            ours = d.get(lang, w["name"], case)
-            chars4 = d.get(lang, w["name"], case + "_chars4")
+            ours = [d.get(lang, w["name"], c) for _, c in variants]
             p = d.get(lang, w["name"], case, tool)
             kept = "-"
-            if ours and p and p.get("messages_after") is not None:
-                kept = "{:,} / {:,}".format(ours["messages_after"], p["messages_after"])
-            rows.append([label(w), fmt_row_ms(ours), fmt_row_ms(chars4), fmt_row_ms(p),
-                         speed_ratio(ours, p), speed_ratio(chars4, p), kept])
+            if ours[0] and p and p.get("messages_after") is not None:
+                kept = "{:,} / {:,}".format(ours[0]["messages_after"], p["messages_after"])
+            rows.append([label(w)] + [fmt_row_ms(r) for r in ours] + [fmt_row_ms(p)] +
+                        [speed_ratio(r, p) for r in ours] + [kept])
+        head = ["workload"] + [name for name, _ in variants] + [tool] + [
+            "speed ratio" + name[len("ctxkeel"):] for name, _ in variants] + [
+            "messages kept (ctxkeel / peer)"]
         out += ["**%s**, wall-clock time per call in ms:" % title, ""] + table(
-            ["workload", "ctxkeel", "ctxkeel, chars4", tool, "speed ratio", "speed ratio, chars4",
-             "messages kept (ctxkeel / peer)"],
-            ["---", "---:", "---:", "---:", "---:", "---:", "---:"], rows) + [""]
+            head, ["---"] + ["---:"] * (len(head) - 1), rows) + [""]
     w = next((w for w in d.workloads if w["messages"] == 1000 and w["name"] != "corpus"), None)
     ours = d.get(lang, w["name"], "compact_emergency") if w else None
     theirs = d.get(lang, w["name"], "compact_emergency", tool) if w else None
@@ -492,15 +512,19 @@ def trim_section(d, lang, peer, counter):
     out.append(
         "Speed ratio: ctxkeel speed / %s speed in CPU time, from the same process, the rounds "
         "of the two alternated (above 1: ctxkeel is faster). What differs: %s keeps the newest messages that fit and drops the "
-        "rest (they are gone from what the model sees; start_on=\"human\" makes the kept part "
-        "start at a user message so that no tool result loses its call). It counts with %s. "
+        "rest (they are gone from what the model sees; %s makes the kept part start at a "
+        "user message so that no tool result loses its call). It counts with %s. "
         "ctxkeel at the emergency tier does more: it offloads large tool outputs to the evidence "
         "store, folds the dropped span into a checkpoint (user messages, identifiers, files, "
         "offloaded references) with the extractive summarizer, keeps the system prompt and the "
         "task, checks tool-call pairs, and appends an audit record. ctxkeel counts with its "
-        "calibrated estimator (the \"ctxkeel\" column) or with chars/4 (\"chars4\", closest to "
-        "the peer's counting); each tool's budget is the same fraction of the history as it "
-        "counts it." % (tool, tool, counter))
+        "calibrated estimator, or with chars/4 (\"chars4\", closest to the peer's counting); "
+        "each tool's budget is the same fraction of the history as it counts it. With nothing "
+        "to trim, \"ctxkeel\" is a compactor kept across calls, as an agent keeps it, so it has "
+        "the token counts of the messages it saw before, while %s keeps no state and counts "
+        "every message on every call; \"first call\" is a fresh compactor per call, made "
+        "within the call. At the emergency tier every call is on a fresh compactor." % (
+            tool, tool, start_on, counter, tool))
     return out
 
 
@@ -573,13 +597,13 @@ def main():
         "", "## Token estimation throughput", ""] + estimate_section(d) + [
         "", "## Bounding a history to a budget, beside LangChain (Python)", ""] + trim_section(
             d, "python", "langchain-core", "its own count_tokens_approximately (chars/4 + 3 "
-            "per message)") + [
+            "per message)", 'start_on="human"') + [
         "", "## Bounding a history to a budget, beside LangChain (Node)", ""] + trim_section(
             d, "node", "@langchain/core", "a chars/4 + 3 per message counter shaped like the "
             "Python one (@langchain/core has no built-in counter); as read in the source of "
             "@langchain/core 1.4.0, trimMessages drops one message at a time and counts the "
             "whole remaining list again after each, so its time grows with the square of the "
-            "messages dropped") + [
+            "messages dropped", "startOn: 'human'") + [
         "", "## Memory", ""] + memory_section(d) + [
         "", "## Token estimation accuracy", ""] + tokens_section(d)
     with open(out_path, "w") as f:
