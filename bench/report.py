@@ -216,9 +216,10 @@ def method(d):
     return [
         "Each figure is the median over rounds of the mean time per call in a round, taken both "
         "in wall-clock time and in the process's CPU time (user + system, all threads). A case "
-        "first makes one untimed call, which also sizes the rounds to about 60 ms each; there "
-        "are 7 rounds, 5 when a call takes over 150 ms, and 3 when it takes over a second, that "
-        "first call then being one of them (rounds and calls per round are in the JSON lines "
+        "first makes one untimed call (which fills caches), then a second one that sizes the "
+        "rounds to about 60 ms each; there are 7 rounds, 5 when a call takes over 150 ms, and 3 "
+        "when it takes over a second, the first call then sizing them and being one of them "
+        "(rounds and calls per round are in the JSON lines "
         "the run leaves in build-bench/). In Python and Node, the jobs compared with each other "
         "(ctxkeel and its peers) are timed in one group whose rounds alternate between them. "
         "Ratios are taken on CPU time: on this shared machine, waiting for a core inflates wall "
@@ -230,8 +231,8 @@ def method(d):
         "five-anchor reply at once; \"checkpoint reused\" one full compaction first, then the "
         "same history again on the same compactor, which rebuilds the view from the checkpoint "
         "without a model (tier none); \"emergency\" a fresh compactor at 97% of the window: no "
-        "model, the dropped span folded into the checkpoint extractively, the view cut to 70% "
-        "of the window. Python and Node times include reading the host's message objects and "
+        "model, the dropped span folded into the checkpoint extractively, the view cut to at "
+        "most 70% of the window. Python and Node times include reading the host's message objects and "
         "building the result list; Node's compact() is async and each call is awaited.",
         "",
         "A peer whose first call runs past %s is stopped (from inside its own token counter or "
@@ -254,8 +255,8 @@ def workloads_section(d):
         "`synthetic-N` is one history of N messages: the system prompt and task of the first "
         "transcript, then assistant turns (text and one tool call) with their tool results "
         "drawn from all five transcripts by a seeded generator, call ids renumbered, and a short "
-        "user note every 20 messages or so. Tool outputs keep their real sizes, so a few "
-        "percent of them pass the 4000-byte offload gate. Text is what an estimator reads "
+        "user note every 20 messages or so. Tool outputs keep their real sizes, so some of "
+        "them pass the 4000-byte offload gate, as in the transcripts. Text is what an estimator reads "
         "(content, tool-call ids, names and arguments).", ""] + table(
         ["workload", "histories", "messages", "text MB", "JSON MB", "tokens (default estimate)"],
         ["---", "---:", "---:", "---:", "---:", "---:"], rows)
@@ -423,13 +424,28 @@ def full_section(d):
                          "{:,} -> {:,}".format(r["tokens"], r["tokens_after"]),
                          "{:,} -> {:,}".format(w["messages"], r["messages_after"])])
     if rows:
-        out += ["", "The same C job with the store on tmpfs and on the disk, where each "
-                "offloaded output and each audit record is written with fsync (wall clock, ms; "
-                "on disk only up to 10,000 messages, DISK_MAX_MESSAGES in bench/bench.c, to "
+        out += ["", "The C job again, beside the same job with its store on the disk, where "
+                "each offloaded output and each audit record is written with fsync (wall clock, "
+                "ms; on disk only up to 10,000 messages, DISK_MAX_MESSAGES in bench/bench.c, to "
                 "keep `make bench` short), and what the compaction did:", ""] + table(
-            ["workload", "C, tmpfs", "C, disk", "tokens before -> after", "messages"],
+            ["workload", "C", "C, store on disk", "tokens before -> after", "messages"],
             ["---", "---:", "---:", "---:", "---:"], rows)
     return out
+
+
+def compact_rate_section(d):
+    rows = []
+    for w in d.workloads:
+        rows.append([label(w)] + [rate(w, d.get(lang, w["name"], case))
+                                  for case in ("compact_none_first", "compact_full")
+                                  for lang, _ in LANGS])
+    return [
+        "MB of message text per second of CPU time (text bytes of the workload / process CPU "
+        "time per call), for compact() with nothing to compact on a fresh compactor and for a "
+        "full compaction with the trivial summarizer (the store where the Machine section "
+        "says).", ""] + table(
+        ["workload", "nothing to compact, C", "Python", "Node", "full, C", "Python", "Node"],
+        ["---"] + ["---:"] * 6, rows)
 
 
 def estimate_section(d):
@@ -517,7 +533,7 @@ def trim_section(d, lang, peer, counter, start_on):
         "ctxkeel at the emergency tier does more: it offloads large tool outputs to the evidence "
         "store, folds the dropped span into a checkpoint (user messages, identifiers, files, "
         "offloaded references) with the extractive summarizer, keeps the system prompt and the "
-        "task, checks tool-call pairs, and appends an audit record. ctxkeel counts with its "
+        "task, keeps each tool result with its call, and appends an audit record. ctxkeel counts with its "
         "calibrated estimator, or with chars/4 (\"chars4\", closest to the peer's counting); "
         "each tool's budget is the same fraction of the history as it counts it. With nothing "
         "to trim, \"ctxkeel\" is a compactor kept across calls, as an agent keeps it, so it has "
@@ -594,6 +610,7 @@ def main():
         "", "## compact() when nothing needs compacting", ""] + none_section(d) + [
         "", "## compact() with the checkpoint reused", ""] + steady_section(d) + [
         "", "## A full compaction with a trivial summarizer", ""] + full_section(d) + [
+        "", "## Compaction throughput", ""] + compact_rate_section(d) + [
         "", "## Token estimation throughput", ""] + estimate_section(d) + [
         "", "## Bounding a history to a budget, beside LangChain (Python)", ""] + trim_section(
             d, "python", "langchain-core", "its own count_tokens_approximately (chars/4 + 3 "
