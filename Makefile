@@ -165,20 +165,51 @@ fuzz: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
 	  tail -1 build-fuzz/fuzz_$$t.log; \
 	done; rm -rf /tmp/ck_fuzz_*
 
-# Benchmarks: C, Python and Node in one run, with the peers users reach for today installed as
-# dev-only dependencies (tokenx, gpt-tokenizer, @langchain/core; langchain-core in .venv).
+# Benchmarks: C, Python and Node on the same histories (bench/histories.py makes them from the
+# transcripts in $(CORPUS)), beside the peers users reach for today, installed as dev-only
+# dependencies (tokenx, gpt-tokenizer, @langchain/core; langchain-core in .venv), then the
+# estimator's accuracy (tools/tokens_measure.js, without --write) and peak memory; writes
+# BENCHMARKS.md. The evidence store goes to tmpfs where there is one, so that the figures are
+# the library's own work; one C case runs with its store on disk, fsync included. A peer call
+# that runs past BENCH_PEER_BUDGET seconds is stopped and reported as such.
 BENCH_DIR := build-bench
+BENCH_STORE ?= $(if $(wildcard /dev/shm/.),/dev/shm/ctxkeel-bench-$(shell id -u)-$(notdir $(CURDIR)),$(BENCH_DIR)/store)
+BENCH_SIZES ?= 200 1000 10000 100000
+BENCH_PEER_BUDGET ?= 5
+# The three benchmark programs; the largest synthetic history (for peak memory) and the
+# 1,000-message one (compact() with nothing to compact, the three languages alternated).
+BENCH_RUNS = "$(BENCH_DIR)/bench" "$(VENV)/bin/python bench/bench.py" "node bench/bench.js"
+BENCH_LARGEST = $$(sort -n -k2 $(BENCH_DIR)/workloads.tsv | tail -1 | cut -f5)
+BENCH_1K = $$(awk -F'\t' '$$2 == 1000 && $$1 != "corpus" {print $$5}' $(BENCH_DIR)/workloads.tsv)
 bench: $(BUILD)/libctxkeel.a venv node-deps
-	@mkdir -p $(BENCH_DIR)
-	$(CC) -std=c11 -O2 $(DEFS) -Icsrc/include bench/bench.c $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $(BENCH_DIR)/bench
+	@test -d $(CORPUS) || { echo "bench: no transcripts at $(CORPUS) (../shared/corpus)"; exit 1; }
+	@mkdir -p $(BENCH_DIR) && cat /proc/loadavg > $(BENCH_DIR)/loadavg.start
+	$(CC) -std=c11 -O2 $(DEFS) $(WARN) -Icsrc/include bench/bench.c $(BUILD)/libctxkeel.a \
+	  $(PKG_LIBS) -lm -o $(BENCH_DIR)/bench
 	$(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
 	$(VENV)/bin/pip install -q langchain-core
 	npm run --silent install
-	$(BENCH_DIR)/bench $(BENCH_DIR)/store $(BENCH_DIR)/c.jsonl
-	cd $(BENCH_DIR) && ../$(VENV)/bin/python ../bench/bench.py python.jsonl
-	node bench/bench.js $(BENCH_DIR)/node.jsonl
-	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR)/c.jsonl $(BENCH_DIR)/python.jsonl \
-	  $(BENCH_DIR)/node.jsonl tools/tokens_report.md
+	$(PYTHON) bench/histories.py $(CORPUS) $(BENCH_DIR) $(BENCH_SIZES)
+	rm -rf $(BENCH_STORE) $(BENCH_DIR)/disk-store
+	$(BENCH_DIR)/bench $(BENCH_DIR)/workloads.tsv $(BENCH_STORE) $(BENCH_DIR)/c.jsonl \
+	  $(BENCH_DIR)/disk-store
+	rm -rf $(BENCH_STORE) $(BENCH_DIR)/disk-store
+	$(VENV)/bin/python bench/bench.py $(BENCH_DIR)/workloads.tsv $(BENCH_STORE) \
+	  $(BENCH_DIR)/python.jsonl $(BENCH_PEER_BUDGET)
+	rm -rf $(BENCH_STORE)
+	node bench/bench.js $(BENCH_DIR)/workloads.tsv $(BENCH_STORE) $(BENCH_DIR)/node.jsonl \
+	  $(BENCH_PEER_BUDGET)
+	rm -rf $(BENCH_STORE)
+	for run in $(BENCH_RUNS); do \
+	  $$run mem $(BENCH_LARGEST) $(BENCH_STORE) || exit 1; rm -rf $(BENCH_STORE); \
+	done > $(BENCH_DIR)/memory.jsonl
+	test -z "$(BENCH_1K)" || for i in 1 2 3 4 5; do for run in $(BENCH_RUNS); do \
+	  $$run none $(BENCH_1K) $(BENCH_STORE) || exit 1; \
+	done; done > $(BENCH_DIR)/none.jsonl
+	rm -rf $(BENCH_STORE)
+	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md
+	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR) --store $(BENCH_STORE) \
+	  --disk-store $(BENCH_DIR)/disk-store --c-flags "$(OPT)"
 	@echo "BENCHMARKS.md written"
 
 clean:

@@ -1,120 +1,630 @@
-"""Turns the JSON lines of the C, Python and Node benchmarks into BENCHMARKS.md.
+"""Writes BENCHMARKS.md from what one `make bench` run measured.
 
-Usage: python3 bench/report.py OUT.md C.jsonl PY.jsonl NODE.jsonl [ACCURACY.md]
-Every figure in one report comes from one run on one machine, so ratios are comparable.
+    python3 bench/report.py OUT.md BENCH_DIR [--store DIR] [--disk-store DIR]
+
+BENCH_DIR holds workloads.tsv (bench/histories.py), c.jsonl, python.jsonl and node.jsonl
+(bench/bench.c, bench.py, bench.js), memory.jsonl (their `mem` mode), tokens.md (the output of
+tools/tokens_measure.js) and loadavg.start. Every sentence that states a figure is computed
+here from those files, so the report stays true when it is regenerated.
 """
 import json
 import os
 import platform
+import re
+import statistics
 import subprocess
 import sys
 import time
+
+LANGS = (("c", "C"), ("python", "Python"), ("node", "Node"))
+MiB = 1024 * 1024
 
 
 def sh(cmd):
     try:
         return subprocess.run(cmd, shell=True, capture_output=True, text=True,
                               timeout=20).stdout.strip()
-    except Exception:
+    except (OSError, subprocess.SubprocessError):
         return ""
 
 
-def machine():
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class Data:
+    def __init__(self, bench_dir):
+        self.dir = bench_dir
+        self.workloads = []
+        with open(os.path.join(bench_dir, "workloads.tsv")) as f:
+            for line in f:
+                p = line.rstrip("\n").split("\t")
+                if len(p) >= 5:
+                    self.workloads.append(dict(name=p[0], messages=int(p[1]),
+                                               text_bytes=int(p[2]), json_bytes=int(p[3]),
+                                               files=len(p) - 4))
+        self.rows, self.meta = [], {}
+        for lang, _ in LANGS:
+            for r in read_jsonl(os.path.join(bench_dir, lang + ".jsonl")):
+                if r["case"] == "versions":
+                    self.meta[lang] = r
+                else:
+                    self.rows.append(r)
+        self.memory = read_jsonl(os.path.join(bench_dir, "memory.jsonl"))
+        self.alone = read_jsonl(os.path.join(bench_dir, "none.jsonl"))
+
+    def get(self, lang, workload, case, tool="ctxkeel"):
+        for r in self.rows:
+            if (r["lang"], r["workload"], r["case"], r["tool"]) == (lang, workload, case, tool):
+                return r
+        return None
+
+    def ms(self, *key, **kw):
+        r = self.get(*key, **kw)
+        return r["ms"] if r and r.get("ms") is not None else None
+
+    def cpu(self, *key, **kw):
+        r = self.get(*key, **kw)
+        return r["cpu_ms"] if r and r.get("cpu_ms") is not None else None
+
+    def tools(self, lang, case):
+        seen = []
+        for r in self.rows:
+            if r["lang"] == lang and r["case"] == case and r["tool"] != "ctxkeel" \
+                    and r["tool"] not in seen:
+                seen.append(r["tool"])
+        return seen
+
+
+# ---- formatting ------------------------------------------------------------------------------
+
+def fmt_ms(ms):
+    if ms is None:
+        return "-"
+    if ms < 10:
+        return "%.3f" % ms
+    if ms < 1000:
+        return "%.1f" % ms
+    return "{:,.0f}".format(ms)
+
+
+def fmt_row_ms(r):
+    """A peer's time, or why there is none."""
+    if r is None:
+        return "-"
+    if r.get("capped_s") is not None:
+        return "> %s s (stopped)" % fmt_num(r["capped_s"])
+    if r.get("skipped"):
+        return "not run (%s)" % r["skipped"]
+    if r.get("ms") is None:
+        return "not run"
+    return fmt_ms(r["ms"])
+
+
+def fmt_num(x):
+    return ("%d" % x) if float(x).is_integer() else ("%g" % x)
+
+
+def fmt_x(x):
+    if x is None:
+        return "-"
+    return ("%.2fx" % x) if x < 10 else ("%.0fx" % x) if x >= 100 else ("%.1fx" % x)
+
+
+def speed_ratio(ours, peer):
+    """ctxkeel speed / peer speed = peer time / ctxkeel time, in process CPU time; for a peer
+    stopped at its budget, a lower bound in wall-clock time."""
+    if not ours or not peer or ours.get("ms") is None:
+        return "-"
+    if peer.get("capped_s") is not None:
+        return "> %s (wall)" % fmt_x(peer["capped_s"] * 1e3 / ours["ms"])
+    if peer.get("cpu_ms") is None or not ours.get("cpu_ms"):
+        return "-"
+    return fmt_x(peer["cpu_ms"] / ours["cpu_ms"])
+
+
+def rate(w, row):
+    """MB of the workload's text per second of CPU time, or why there is no figure."""
+    if not row or not row.get("cpu_ms"):
+        return fmt_row_ms(row)
+    return "%.0f" % (w["text_bytes"] / 1e3 / row["cpu_ms"])
+
+
+def label(w):
+    if w["name"] == "corpus":
+        return "corpus (%d transcripts, %d messages)" % (w["files"], w["messages"])
+    return "{:,} messages".format(w["messages"])
+
+
+def table(head, align, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+# ---- sections --------------------------------------------------------------------------------
+
+def machine(d, args):
     cpu = sh("lscpu | sed -n 's/^Model name: *//p'") or platform.processor()
-    mem = sh("free -g | awk '/^Mem:/ {print $2}'")
+    mem = sh("free -b | awk '/^Mem:/ {print $2}'")
+    start = ""
+    path = os.path.join(d.dir, "loadavg.start")
+    if os.path.exists(path):
+        start = open(path).read().split()[:3]
+    end = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    py = d.meta.get("python", {})
+    nd = d.meta.get("node", {})
+    lines = [
+        "- date: %s (when this report was written, at the end of the run)"
+        % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "- CPU: %s, %s cores (`nproc`: %s)" % (cpu, sh("lscpu | sed -n 's/^Core(s) per socket: *//p'")
+                                               or "?", os.cpu_count()),
+        "- memory: %.1f GiB" % (int(mem) / 1024 ** 3) if mem.isdigit() else "- memory: ?",
+        "- OS: %s, kernel %s" % (sh(". /etc/os-release && echo $PRETTY_NAME"), platform.release()),
+        "- C compiler: %s" % sh("cc --version | head -1"),
+        "- Python %s, Node %s" % (py.get("python") or "?", nd.get("node") or "?"),
+        "- builds: the C library with `%s` (the Makefile's OPT) and bench.c with `-O2`; the "
+        "Python extension with CPython's flags (%s); the Node addon by node-gyp (%s)" % (
+            args.get("c_flags", "?"), opt_flags(py.get("cflags") or ""),
+            opt_flags(gyp_release_flags()) or "Release"),
+        "- peers: %s" % ", ".join(
+            "%s %s" % (k, v) for k, v in sorted(list(nd.items()) + list(py.items()))
+            if k not in ("lang", "case", "budget_s", "node", "python", "cflags") and v)
+        or "none installed",
+    ]
+    if start or end:
+        lines.append("- load average (1, 5, 15 min): %s at the start of the run, %s at the end; "
+                     "the machine is shared, so compare figures within this report"
+                     % (" ".join(start) or "?", " ".join(end) or "?"))
+    store = args.get("store")
+    if store:
+        lines.append("- evidence store and audit logs of the compactions: %s (%s)"
+                     % (store, fs_type(store)))
+    disk = args.get("disk_store")
+    if disk:
+        lines.append("- the `disk` column of the full compaction: %s (%s)" % (disk, fs_type(disk)))
+    return lines
+
+
+def opt_flags(cflags):
+    """The optimization flags in a compiler command line: "-O3", "-O2 -g"..."""
+    found = re.findall(r"(?<!\S)(-O[0-3sz]?|-g)(?!\S)", cflags)
+    return " ".join("`%s`" % f for f in found) if found else ""
+
+
+def gyp_release_flags():
+    """The Release cflags node-gyp used for the core, from the generated makefile."""
+    path = os.path.join("build", "ck_core.target.mk")
+    if not os.path.exists(path):
+        return ""
+    text = open(path).read()
+    at = text.find("CFLAGS_Release")
+    return text[at:text.find("\n\n", at)] if at >= 0 else ""
+
+
+def fs_type(path):
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    return sh("stat -f -c %%T '%s'" % (path or ".")) or "?"
+
+
+def method(d):
+    budgets = {lang: d.meta[lang].get("budget_s") for lang in ("python", "node") if lang in d.meta}
     return [
-        "- date: %s" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "- CPU: %s, %s cores available (`nproc`)" % (cpu, os.cpu_count()),
-        "- memory: %s GiB" % mem,
-        "- OS: %s" % sh(". /etc/os-release && echo $PRETTY_NAME"),
-        "- compilers and runtimes: %s; Python %s; Node %s" % (
-            sh("cc --version | head -1"), platform.python_version(), sh("node --version")),
-        "- the machine is shared: figures are medians of several rounds; compare ratios "
-        "within this report, not absolute times across reports",
+        "Each figure is the median over rounds of the mean time per call in a round, taken both "
+        "in wall-clock time and in the process's CPU time (user + system, all threads). A case "
+        "first makes one untimed call (which fills caches), then a second one that sizes the "
+        "rounds to about 60 ms each; there are 7 rounds, 5 when a call takes over 150 ms, and 3 "
+        "when it takes over a second, the first call then sizing them and being one of them "
+        "(rounds and calls per round are in the JSON lines "
+        "the run leaves in build-bench/). In Python and Node, the jobs compared with each other "
+        "(ctxkeel and its peers) are timed in one group whose rounds alternate between them. "
+        "Ratios are taken on CPU time: on this shared machine, waiting for a core inflates wall "
+        "time by different amounts from minute to minute.",
+        "",
+        "Every compaction checks that it ran at the tier its case names. \"Nothing to compact\" "
+        "uses a window 10 times the history's estimate (tier none); \"full\" a fresh compactor "
+        "(a new session) at 85% of the window (tier full) and a summarizer that returns a fixed "
+        "five-anchor reply at once; \"checkpoint reused\" one full compaction first, then the "
+        "same history again on the same compactor, which rebuilds the view from the checkpoint "
+        "without a model (tier none); \"emergency\" a fresh compactor at 97% of the window: no "
+        "model, the dropped span folded into the checkpoint extractively, the view cut to at "
+        "most 70% of the window. Python and Node times include reading the host's message objects and "
+        "building the result list; Node's compact() is async and each call is awaited.",
+        "",
+        "A peer whose first call runs past %s is stopped (from inside its own token counter or "
+        "loop) and shown as \"> N s (stopped)\"; it is then not run on larger workloads." % (
+            " / ".join("%s s in %s" % (fmt_num(v), k.capitalize()) for k, v in budgets.items()
+                       if v is not None) or "its time budget"),
     ]
 
 
-def load(paths):
+def workloads_section(d):
     rows = []
-    for p in paths:
-        if os.path.exists(p):
-            with open(p) as f:
-                rows += [json.loads(line) for line in f if line.strip()]
-    for r in rows:
-        r.setdefault("tool", "ctxkeel")
+    for w in d.workloads:
+        tok = d.get("c", w["name"], "estimate") or d.get("python", w["name"], "estimate")
+        rows.append((w["name"], w["files"], "{:,}".format(w["messages"]),
+                     "%.2f" % (w["text_bytes"] / 1e6), "%.2f" % (w["json_bytes"] / 1e6),
+                     "{:,}".format(tok["tokens"]) if tok else "-"))
+    return [
+        "Made by bench/histories.py from the transcripts in ../shared/corpus; C, Python and Node "
+        "read the same JSON files. `corpus` is the five real transcripts, each its own history. "
+        "`synthetic-N` is one history of N messages: the system prompt and task of the first "
+        "transcript, then assistant turns (text and one tool call) with their tool results "
+        "drawn from all five transcripts by a seeded generator, call ids renumbered, and a short "
+        "user note every 20 messages or so. Tool outputs keep their real sizes, so some of "
+        "them pass the 4000-byte offload gate, as in the transcripts. Text is what an estimator reads "
+        "(content, tool-call ids, names and arguments).", ""] + table(
+        ["workload", "histories", "messages", "text MB", "JSON MB", "tokens (default estimate)"],
+        ["---", "---:", "---:", "---:", "---:", "---:"], rows)
+
+
+def per_lang_table(d, case, extra=None):
+    """Per workload: wall time in C, Python, Node; process CPU time in each; CPU ratios."""
+    rows = []
+    for w in d.workloads:
+        got = [d.get(lang, w["name"], case) for lang, _ in LANGS]
+        wall = [r["ms"] if r else None for r in got]
+        cpu = [r.get("cpu_ms") if r else None for r in got]
+        ratio = lambda x, base: fmt_x(x / base) if x and base else "-"  # noqa: E731
+        row = [label(w)] + [fmt_ms(x) for x in wall] + [fmt_ms(x) for x in cpu] + [
+            ratio(cpu[1], cpu[0]), ratio(cpu[2], cpu[0])]
+        if extra:
+            row += extra(w)
+        rows.append(row)
     return rows
 
 
-def find(rows, lang, case, n, tool="ctxkeel"):
-    for r in rows:
-        if r["lang"] == lang and r["case"] == case and r["messages"] == n and r["tool"] == tool:
-            return r
-    return None
+PER_LANG_HEAD = ["workload", "C", "Python", "Node", "C, CPU", "Python, CPU", "Node, CPU",
+                 "Python / C, CPU", "Node / C, CPU"]
+PER_LANG_NOTE = (
+    "Time per call in ms: wall clock, then process CPU time. C, Python and Node ran one after "
+    "the other, minutes apart, so the ratios are taken on CPU time, which the load of the "
+    "shared machine disturbs less than wall-clock time.")
 
 
-def fmt_ms(r):
-    return "%.3f" % r["ms"] if r else "-"
+def alone_figures(d, case):
+    """From the alternated runs (none.jsonl) of `case`: per language the median wall and CPU
+    times of its runs, and the medians of the per-alternation CPU ratios to C; None when there
+    are none."""
+    runs = {lang: [r for r in d.alone if r["lang"] == lang and r["case"] == case]
+            for lang, _ in LANGS}
+    if not all(runs.values()):
+        return None
+    n = min(len(v) for v in runs.values())
+    out = {"runs": n, "table": runs}
+    for lang, v in runs.items():
+        out[lang] = statistics.median(r["ms"] for r in v)
+        out[lang + " cpu"] = statistics.median(r["cpu_ms"] for r in v)
+    for lang in ("python", "node"):
+        out[lang + "/c"] = statistics.median(runs[lang][i]["cpu_ms"] / runs["c"][i]["cpu_ms"]
+                                             for i in range(n))
+    return out
+
+
+def verdict(py, nd):
+    ok = [name for name, x in (("Python", py), ("Node", nd)) if x is not None and x <= 2]
+    return "met by both" if len(ok) == 2 else ("met by %s only" % ok[0]) if ok else "not met"
+
+
+NONE_CASES = (("compact_none", "on the compactor that saw it before (its token counts cached)"),
+              ("compact_none_first", "on a fresh compactor (the first call of a session, the "
+               "compactor made within the call)"))
+
+
+def summary(d):
+    out = []
+    w1k = next((w for w in d.workloads if w["messages"] == 1000 and w["name"] != "corpus"), None)
+    if w1k:
+        n = w1k["name"]
+        for case, how in NONE_CASES:
+            a = alone_figures(d, case)
+            if not a:
+                continue
+            out.append(
+                "- compact() of the 1,000-message history (%.2f MB of JSON) when nothing needs "
+                "compacting, %s; medians of %d alternated runs of the three programs: C %s ms "
+                "of CPU time, %s ms wall clock (target under 1 ms: %s); Python %s ms CPU (%s "
+                "C), Node %s ms CPU (%s C) (target within 2x of C: %s)." % (
+                    w1k["json_bytes"] / 1e6, how, a["runs"], fmt_ms(a["c cpu"]), fmt_ms(a["c"]),
+                    "met" if max(a["c cpu"], a["c"]) < 1 else
+                    "met in CPU time only" if a["c cpu"] < 1 else "not met",
+                    fmt_ms(a["python cpu"]), fmt_x(a["python/c"]), fmt_ms(a["node cpu"]),
+                    fmt_x(a["node/c"]), verdict(a["python/c"], a["node/c"])))
+        est = d.get("c", n, "estimate")
+        if est:
+            out.append("- Estimating the tokens of that history alone (ck_estimate_history) "
+                       "took %s ms of CPU time in the main C run." % fmt_ms(est["cpu_ms"]))
+        full = [d.get(lang, n, "compact_full") for lang, _ in LANGS]
+        steady = [d.get(lang, n, "compact_steady") for lang, _ in LANGS]
+        if any(full):
+            out.append("- A full compaction of it with a trivial summarizer, in CPU time: C %s "
+                       "ms, Python %s ms, Node %s ms; with the checkpoint reused afterwards: C %s "
+                       "ms, Python %s ms, Node %s ms." % tuple(
+                           fmt_ms(r.get("cpu_ms") if r else None) for r in full + steady))
+    corpus = next((w for w in d.workloads if w["name"] == "corpus"), None)
+    if corpus:
+        ours = d.get("node", "corpus", "estimate_texts")
+        peers = [(t, d.get("node", "corpus", "estimate_texts", t))
+                 for t in d.tools("node", "estimate_texts")]
+        if ours and peers:
+            out.append("- Counting the tokens of the corpus texts in Node, MB per CPU second: "
+                       "ctxkeel %s; " % rate(corpus, ours) + "; ".join(
+                           "%s %s (ctxkeel speed / its speed: %s)" % (
+                               t, rate(corpus, r), speed_ratio(ours, r)) for t, r in peers) + ".")
+    mem = [m for m in d.memory if m.get("peak")]
+    if mem:
+        out.append("- Peak RSS during a full compaction of the %s-message history (%.0f MiB of "
+                   "JSON), above the RSS before it: " % (
+                       "{:,}".format(mem[0]["messages"]), mem[0]["json_bytes"] / MiB) +
+                   ", ".join("%s +%.0f MiB" % (dict(LANGS)[m["lang"]],
+                                                (m["peak"] - m["rss_before"]) / MiB)
+                             for m in mem) + ".")
+    return out
+
+
+def alone_section(d):
+    out = []
+    for case, how in NONE_CASES:
+        a = alone_figures(d, case)
+        if not a:
+            continue
+        rows = []
+        t = a["table"]
+        for i in range(a["runs"]):
+            c, p, n = (t[lang][i] for lang, _ in LANGS)
+            rows.append([i + 1] + [fmt_ms(r["ms"]) for r in (c, p, n)] +
+                        [fmt_ms(r["cpu_ms"]) for r in (c, p, n)] +
+                        [fmt_x(p["cpu_ms"] / c["cpu_ms"]), fmt_x(n["cpu_ms"] / c["cpu_ms"])])
+        rows.append(["**median**"] + [fmt_ms(a[lang]) for lang, _ in LANGS] +
+                    [fmt_ms(a[lang + " cpu"]) for lang, _ in LANGS] +
+                    [fmt_x(a["python/c"]), fmt_x(a["node/c"])])
+        out += ["", "**%s**:" % (how[0].upper() + how[1:]), ""] + table(
+            ["round"] + PER_LANG_HEAD[1:], ["---:"] * 9, rows)
+    if out:
+        out = ["", "The 1,000-message history once more, after the main runs: `bench none`, "
+               "`bench.py none` and `bench.js none` run one after the other, %s, each a "
+               "process of its own timing these cases alone; the ratios are taken within each "
+               "round of three, then their median." % (
+                   "once" if a["runs"] == 1 else "%d times" % a["runs"])] + out
+    return out
+
+
+def none_section(d):
+    out = [PER_LANG_NOTE]
+    for case, how in NONE_CASES:
+        out += ["", "**%s**:" % (how[0].upper() + how[1:]), ""] + table(
+            PER_LANG_HEAD, ["---"] + ["---:"] * 8, per_lang_table(d, case))
+    return out + alone_section(d)
+
+
+def steady_section(d):
+    return [
+        "The second call after a full compaction, with nothing new: the view is pinned + "
+        "checkpoint + the uncovered tail, without a model. " + PER_LANG_NOTE, ""] + table(
+        PER_LANG_HEAD, ["---"] + ["---:"] * 8, per_lang_table(d, "compact_steady"))
+
+
+def full_section(d):
+    out = [
+        "A fresh compactor at 85% of its window: offload the large tool outputs outside the "
+        "tail to the evidence store, extract identifiers, build the summary request, take the "
+        "summarizer's fixed reply, build the checkpoint and the view, append the audit record. "
+        + PER_LANG_NOTE, ""] + table(PER_LANG_HEAD, ["---"] + ["---:"] * 8,
+                                     per_lang_table(d, "compact_full"))
+    rows = []
+    for w in d.workloads:
+        r = d.get("c", w["name"], "compact_full")
+        disk = d.get("c", w["name"], "compact_full_disk")
+        if r:
+            rows.append([label(w), fmt_ms(r["ms"]), fmt_ms(disk["ms"]) if disk else "not run",
+                         "{:,} -> {:,}".format(r["tokens"], r["tokens_after"]),
+                         "{:,} -> {:,}".format(w["messages"], r["messages_after"])])
+    if rows:
+        out += ["", "The C job again, beside the same job with its store on the disk, where "
+                "each offloaded output and each audit record is written with fsync (wall clock, "
+                "ms; on disk only up to 10,000 messages, DISK_MAX_MESSAGES in bench/bench.c, to "
+                "keep `make bench` short), and what the compaction did:", ""] + table(
+            ["workload", "C", "C, store on disk", "tokens before -> after", "messages"],
+            ["---", "---:", "---:", "---:", "---:"], rows)
+    return out
+
+
+def compact_rate_section(d):
+    rows = []
+    for w in d.workloads:
+        rows.append([label(w)] + [rate(w, d.get(lang, w["name"], case))
+                                  for case in ("compact_none_first", "compact_full")
+                                  for lang, _ in LANGS])
+    return [
+        "MB of message text per second of CPU time (text bytes of the workload / process CPU "
+        "time per call), for compact() with nothing to compact on a fresh compactor and for a "
+        "full compaction with the trivial summarizer (the store where the Machine section "
+        "says).", ""] + table(
+        ["workload", "nothing to compact, C", "Python", "Node", "full, C", "Python", "Node"],
+        ["---"] + ["---:"] * 6, rows)
+
+
+def estimate_section(d):
+    py_peers = d.tools("python", "estimate")
+    node_peers = d.tools("node", "estimate_texts")
+    head = ["workload", "C list", "C texts", "Python list", "Python texts", "Node list",
+            "Node texts"] + ["%s (Node)" % t for t in node_peers] + \
+        ["%s (Python)" % t for t in py_peers]
+    rows = []
+    for w in d.workloads:
+        row = [label(w)]
+        for lang, _ in LANGS:
+            for case in ("estimate", "estimate_texts"):
+                row.append(rate(w, d.get(lang, w["name"], case)))
+        row += [rate(w, d.get("node", w["name"], "estimate_texts", t)) for t in node_peers]
+        row += [rate(w, d.get("python", w["name"], "estimate", t)) for t in py_peers]
+        rows.append(row)
+    ratio_rows = []
+    for w in d.workloads:
+        ours = d.get("node", w["name"], "estimate_texts")
+        ratio_rows.append([label(w)] + [speed_ratio(ours, d.get("node", w["name"],
+                                                                 "estimate_texts", t))
+                                        for t in node_peers])
+    out = [
+        "MB of text per second of CPU time (text bytes of the workload / process CPU time per "
+        "call; CPU time because the columns come from three processes run minutes apart). "
+        "\"list\": the "
+        "estimate of whole message lists (estimate_tokens(messages) / ck_estimate_history), "
+        "per-message overheads included. \"texts\": the job the Node peers do: every message "
+        "text (content and tool-call arguments) counted on its own and summed, one call per "
+        "text. tokenx is an approximation; gpt-tokenizer counts exact o200k_base tokens, with "
+        "its default merge cache, which is warm after the first, untimed call (each round "
+        "counts the same texts again). langchain-core's count_tokens_approximately is chars/4 "
+        "plus 3 per message, on the history as LangChain message objects.", ""]
+    out += table(head, ["---"] + ["---:"] * (len(head) - 1), rows)
+    if node_peers:
+        out += ["", "ctxkeel speed / peer speed on the same texts in the same Node process, "
+                "in CPU time (above 1: ctxkeel is faster):", ""]
+        out += table(["workload"] + node_peers, ["---"] + ["---:"] * len(node_peers), ratio_rows)
+    return out
+
+
+def trim_section(d, lang, peer, counter, start_on):
+    if not d.tools(lang, "compact_none"):
+        return ["%s peer not installed: no rows." % peer]
+    tool = d.tools(lang, "compact_none")[0]
+    out = []
+    for case, title in (("compact_none", "Nothing to trim (budget 10 times the history)"),
+                        ("compact_emergency", "Cut to 70% of a window that the history fills "
+                         "to 97%")):
+        variants = [("ctxkeel", case), ("ctxkeel, first call", case + "_first"),
+                    ("ctxkeel, chars4", case + "_chars4")]
+        variants = [v for v in variants if any(d.get(lang, w["name"], v[1])
+                                               for w in d.workloads)]
+        rows = []
+        for w in d.workloads:
+            ours = [d.get(lang, w["name"], c) for _, c in variants]
+            p = d.get(lang, w["name"], case, tool)
+            kept = "-"
+            if ours[0] and p and p.get("messages_after") is not None:
+                kept = "{:,} / {:,}".format(ours[0]["messages_after"], p["messages_after"])
+            rows.append([label(w)] + [fmt_row_ms(r) for r in ours] + [fmt_row_ms(p)] +
+                        [speed_ratio(r, p) for r in ours] + [kept])
+        head = ["workload"] + [name for name, _ in variants] + [tool] + [
+            "speed ratio" + name[len("ctxkeel"):] for name, _ in variants] + [
+            "messages kept (ctxkeel / peer)"]
+        out += ["**%s**, wall-clock time per call in ms:" % title, ""] + table(
+            head, ["---"] + ["---:"] * (len(head) - 1), rows) + [""]
+    w = next((w for w in d.workloads if w["messages"] == 1000 and w["name"] != "corpus"), None)
+    ours = d.get(lang, w["name"], "compact_emergency") if w else None
+    theirs = d.get(lang, w["name"], "compact_emergency", tool) if w else None
+    if ours and theirs and theirs.get("messages_after") is not None:
+        out += ["At 1,000 messages, ctxkeel's emergency view is %s messages (pinned, checkpoint, "
+                "tail), %s tokens by its estimate, %.0f%% of the window, while %s keeps the "
+                "newest %s messages that fit its budget of %.0f%% of the window. The two jobs "
+                "do not produce the same view." % (
+                    "{:,}".format(ours["messages_after"]), "{:,}".format(ours["tokens_after"]),
+                    100 * ours["tokens_after"] * 0.97 / ours["tokens"], tool,
+                    "{:,}".format(theirs["messages_after"]), 70), ""]
+    out.append(
+        "Speed ratio: ctxkeel speed / %s speed in CPU time, from the same process, the rounds "
+        "of the two alternated (above 1: ctxkeel is faster). What differs: %s keeps the newest messages that fit and drops the "
+        "rest (they are gone from what the model sees; %s makes the kept part start at a "
+        "user message so that no tool result loses its call). It counts with %s. "
+        "ctxkeel at the emergency tier does more: it offloads large tool outputs to the evidence "
+        "store, folds the dropped span into a checkpoint (user messages, identifiers, files, "
+        "offloaded references) with the extractive summarizer, keeps the system prompt and the "
+        "task, keeps each tool result with its call, and appends an audit record. ctxkeel counts with its "
+        "calibrated estimator, or with chars/4 (\"chars4\", closest to the peer's counting); "
+        "each tool's budget is the same fraction of the history as it counts it. With nothing "
+        "to trim, \"ctxkeel\" is a compactor kept across calls, as an agent keeps it, so it has "
+        "the token counts of the messages it saw before, while %s keeps no state and counts "
+        "every message on every call; \"first call\" is a fresh compactor per call, made "
+        "within the call. At the emergency tier every call is on a fresh compactor." % (
+            tool, tool, start_on, counter, tool))
+    return out
+
+
+def memory_section(d):
+    if not d.memory:
+        return ["Not measured in this run."]
+    rows = []
+    for m in d.memory:
+        rows.append((dict(LANGS)[m["lang"]], "{:,}".format(m["messages"]),
+                     "%.1f" % (m["json_bytes"] / MiB), "%.1f" % (m["rss_before"] / MiB),
+                     "%.1f" % (m["peak"] / MiB),
+                     "%.1f" % ((m["peak"] - m["rss_before"]) / MiB),
+                     "%.2f" % ((m["peak"] - m["rss_before"]) / m["json_bytes"]),
+                     "%.2f" % (m["peak"] / m["json_bytes"]), fmt_ms(m["ms"])))
+    reset = all(m.get("peak_reset") for m in d.memory)
+    return [
+        "One full compaction (trivial summarizer, store on tmpfs where there is one) of the "
+        "largest synthetic history, each language in a process of its own: the history is read "
+        "from its JSON file (C: ck_json_read; Python: json.load; Node: JSON.parse), then %s" % (
+            "the peak RSS is reset (/proc/self/clear_refs) and read again (VmHWM) after "
+            "compact(), so \"peak\" is the highest RSS during the compaction itself."
+            if reset else "VmHWM is read after compact(); it could not be reset before it, so "
+            "\"peak\" may be the peak of reading the history."), ""] + table(
+        ["language", "messages", "input JSON MiB", "RSS before MiB", "peak MiB",
+         "peak - before MiB", "(peak - before) / JSON", "peak / JSON", "compact() ms"],
+        ["---"] + ["---:"] * 8, rows)
+
+
+def tokens_section(d):
+    path = os.path.join(d.dir, "tokens.md")
+    if not os.path.exists(path):
+        return ["tools/tokens_measure.js did not run: no figures in this report "
+                "(tools/tokens_report.md has the last ones written)."]
+    body = [l.rstrip("\n") for l in open(path)]
+    body = [l for l in body if not l.startswith("pre-tokenizer check on ")]
+    nd = d.meta.get("node", {})
+    return [
+        "Regenerated in this run by `node tools/tokens_measure.js` (without --write, so "
+        "tools/tokens_report.md is left alone), against exact counts from gpt-tokenizer %s "
+        "(o200k_base; cl100k_base for the cl100k profile), beside chars/4 and tokenx %s. "
+        "\"abs\" is the weighted absolute error, sum |estimate - exact| / sum exact, per "
+        "document (per message for the transcripts); \"signed\" is sum (estimate - exact) / "
+        "sum exact. Its throughput table is the C estimator alone (tools/tokens_bench.c, "
+        "`cc -O2`), best of several rounds in thread CPU time, which is that tool's own method." % (
+            nd.get("gpt-tokenizer", "?"), nd.get("tokenx", "?")),
+        ""] + [("#" + l if l.startswith("### ") else l) for l in body]
 
 
 def main():
-    out, c_path, py_path, node_path = sys.argv[1:5]
-    accuracy = sys.argv[5] if len(sys.argv) > 5 else None
-    rows = load([c_path, py_path, node_path])
-    sizes = sorted({r["messages"] for r in rows})
-    lines = ["# Benchmarks", "",
-             "Written by `make bench` (bench/bench.c, bench/bench.py, bench/bench.js, "
-             "bench/report.py). Histories are synthetic agent sessions (system prompt, task, "
-             "assistant tool calls with ~1.4 KB results, a user note every 20 messages); "
-             "1,000 messages are about 0.9 MB of text.", "", "## Machine", ""] + machine()
-
-    lines += ["", "## compact() when nothing needs compacting", "",
-              "Time per call in ms, message list in, view out (Python and Node include reading "
-              "the host's objects and building the result list).", "",
-              "| messages | C | Python | Node | Python / C | Node / C | langchain-core "
-              "trim_messages (Python) | @langchain/core trimMessages (Node) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for n in sizes:
-        c, p, nd = (find(rows, l, "compact_none", n) for l in ("c", "python", "node"))
-        lp = find(rows, "python", "compact_none", n, "langchain-core trim_messages")
-        ln = find(rows, "node", "compact_none", n, "@langchain/core trimMessages")
-        ratio = lambda a, b: "%.1fx" % (a["ms"] / b["ms"]) if a and b and b["ms"] else "-"
-        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
-            n, fmt_ms(c), fmt_ms(p), fmt_ms(nd), ratio(p, c), ratio(nd, c), fmt_ms(lp),
-            fmt_ms(ln)))
-
-    lines += ["", "## A full compaction with a trivial summarizer", "",
-              "A fresh compactor at 85% of its window: offload, summarize the compactable span "
-              "(the summarizer returns a fixed checkpoint at once), build the checkpoint, write "
-              "the audit record (with fsync) and the view. The trimming peers only drop the "
-              "oldest messages to 70% of the budget: less work, and what they drop is lost.", "",
-              "| messages | C | Python | Node | langchain-core trim_messages | "
-              "@langchain/core trimMessages |", "|---:|---:|---:|---:|---:|---:|"]
-    for n in sizes:
-        c, p, nd = (find(rows, l, "compact_full", n) for l in ("c", "python", "node"))
-        lp = find(rows, "python", "compact_full", n, "langchain-core trim_messages")
-        ln = find(rows, "node", "compact_full", n, "@langchain/core trimMessages")
-        if any((c, p, nd, lp, ln)):
-            lines.append("| %d | %s | %s | %s | %s | %s |" % (
-                n, fmt_ms(c), fmt_ms(p), fmt_ms(nd), fmt_ms(lp), fmt_ms(ln)))
-
-    lines += ["", "## Token estimation throughput", "",
-              "MB of message text per second (estimate of a whole message list).", "",
-              "| messages | C | Python | Node | tokenx (Node) | gpt-tokenizer, exact (Node) |",
-              "|---:|---:|---:|---:|---:|---:|"]
-    for n in sizes:
-        cells = []
-        for lang, tool in (("c", "ctxkeel"), ("python", "ctxkeel"), ("node", "ctxkeel"),
-                           ("node", "tokenx"), ("node", "gpt-tokenizer")):
-            r = find(rows, lang, "estimate", n, tool)
-            cells.append("%.0f" % (r["bytes"] / 1e3 / r["ms"]) if r and r["ms"] else "-")
-        lines.append("| %d | %s |" % (n, " | ".join(cells)))
-
-    if accuracy and os.path.exists(accuracy):
-        lines += ["", "## Token estimation accuracy", ""]
-        with open(accuracy) as f:
-            lines += [l.rstrip("\n") for l in f]
-    with open(out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    out_path, bench_dir = sys.argv[1], sys.argv[2]
+    args, rest = {}, sys.argv[3:]
+    while rest:
+        key, value, rest = rest[0], rest[1], rest[2:]
+        args[key.lstrip("-").replace("-", "_")] = value
+    d = Data(bench_dir)
+    lines = [
+        "# Benchmarks", "",
+        "Written by `make bench` (bench/histories.py, bench/bench.c, bench/bench.py, "
+        "bench/bench.js, bench/report.py, tools/tokens_measure.js); regenerate it with `make "
+        "bench` rather than editing it. All figures come from one run on the machine below.",
+        "", "## Summary", ""] + summary(d) + [
+        "", "## Machine", ""] + machine(d, args) + [
+        "", "## Method", ""] + method(d) + [
+        "", "## Workloads", ""] + workloads_section(d) + [
+        "", "## compact() when nothing needs compacting", ""] + none_section(d) + [
+        "", "## compact() with the checkpoint reused", ""] + steady_section(d) + [
+        "", "## A full compaction with a trivial summarizer", ""] + full_section(d) + [
+        "", "## Compaction throughput", ""] + compact_rate_section(d) + [
+        "", "## Token estimation throughput", ""] + estimate_section(d) + [
+        "", "## Bounding a history to a budget, beside LangChain (Python)", ""] + trim_section(
+            d, "python", "langchain-core", "its own count_tokens_approximately (chars/4 + 3 "
+            "per message)", 'start_on="human"') + [
+        "", "## Bounding a history to a budget, beside LangChain (Node)", ""] + trim_section(
+            d, "node", "@langchain/core", "a chars/4 + 3 per message counter shaped like the "
+            "Python one (@langchain/core has no built-in counter); as read in the source of "
+            "@langchain/core 1.4.0, trimMessages drops one message at a time and counts the "
+            "whole remaining list again after each, so its time grows with the square of the "
+            "messages dropped", "startOn: 'human'") + [
+        "", "## Memory", ""] + memory_section(d) + [
+        "", "## Token estimation accuracy", ""] + tokens_section(d)
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines).rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":
