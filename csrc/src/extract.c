@@ -241,8 +241,14 @@ int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsign
 /* Bytes that end a candidate token: blanks, control bytes, quotes, brackets, backslashes
  * (JSON escapes), and every non-ASCII byte, so a token is plain ASCII and can never split a
  * UTF-8 sequence. */
+/* Called on every byte of every scanned text, so a table rather than strchr(). */
 static int ident_delim(unsigned char c) {
-    return c <= ' ' || c >= 0x7f || strchr("\"'`<>()[]{}|,;\\", c) != NULL;
+    static const unsigned char punct[128] = {
+        ['"'] = 1, ['\''] = 1, ['`'] = 1, ['<'] = 1, ['>'] = 1, ['('] = 1, [')'] = 1,
+        ['['] = 1, [']'] = 1, ['{'] = 1, ['}'] = 1, ['|'] = 1, [','] = 1, [';'] = 1,
+        ['\\'] = 1,
+    };
+    return c <= ' ' || c >= 0x7f || punct[c];
 }
 
 static int ident_hex(unsigned char c) {
@@ -340,6 +346,10 @@ static int ident_errno(const char *p, size_t n) {
         "EOVERFLOW", "EPERM", "EPIPE", "ERANGE", "EROFS", "ESPIPE", "ESRCH", "ETIMEDOUT",
         "ETXTBSY", "EWOULDBLOCK", "EXDEV", NULL,
     };
+    /* Most words fail the cheap tests, so the list is walked only for E-led capitals. */
+    if (n < 3 || n > 13 || p[0] != 'E') return 0;
+    for (size_t i = 1; i < n; i++)
+        if (!ext_upper((unsigned char)p[i]) && !ext_digit((unsigned char)p[i])) return 0;
     for (const char *const *e = names; *e; e++)
         if (strlen(*e) == n && memcmp(*e, p, n) == 0) return 1;
     return 0;
