@@ -240,8 +240,7 @@ int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsign
 
 /* Bytes that end a candidate token: blanks, control bytes, quotes, brackets, backslashes
  * (JSON escapes), and every non-ASCII byte, so a token is plain ASCII and can never split a
- * UTF-8 sequence. */
-/* Called on every byte of every scanned text, so a table rather than strchr(). */
+ * UTF-8 sequence. Called on every byte of every scanned text, so a table, not strchr(). */
 static int ident_delim(unsigned char c) {
     static const unsigned char punct[128] = {
         ['"'] = 1, ['\''] = 1, ['`'] = 1, ['<'] = 1, ['>'] = 1, ['('] = 1, [')'] = 1,
