@@ -45,9 +45,9 @@ static const char *const KEY_NAMES[N_KEYS] = {
 /* Strings up to this many UTF-16 units are copied in one pass into room for the most UTF-8
  * they can make (3 bytes a unit); longer ones are measured first, then copied exactly. */
 #define ONE_PASS_UNITS ((size_t)256 * 1024)
-/* The first chunk of string storage; each next one is twice as large, up to the last. */
-#define CHUNK_FIRST ((size_t)64 * 1024)
-#define CHUNK_LAST ((size_t)16 * 1024 * 1024)
+/* String storage is taken from the history in chunks of this size (its own block size), or
+ * larger for a long string. */
+#define CHUNK ((size_t)64 * 1024)
 
 typedef struct reader {
     napi_env env;
@@ -55,8 +55,7 @@ typedef struct reader {
     ck_error *err;
     size_t index; /* the message being read, or CK_NONE for a lone message */
     napi_value keys[N_KEYS];
-    char *at, *end;    /* the free part of the current chunk of the history's storage */
-    size_t next_chunk; /* the size of the next chunk */
+    char *at, *end; /* the free part of the current chunk of the history's storage */
 } reader;
 
 /*
@@ -124,15 +123,14 @@ static int is_plain_object(reader *r, napi_value value, napi_valuetype type, boo
 }
 
 /* At least `size` bytes of the history's storage at r->at: the rest of the current chunk, or
- * a new chunk. Chunks grow so that a long history takes few of them. NULL when out of memory. */
+ * a new chunk. NULL when out of memory. */
 static char *room_for(reader *r, size_t size) {
     if ((size_t)(r->end - r->at) >= size) return r->at;
-    size_t chunk = r->next_chunk < size ? size : r->next_chunk;
+    size_t chunk = size > CHUNK ? size : CHUNK;
     char *buf = ck_history_alloc(r->h, chunk);
     if (!buf) return NULL;
     r->at = buf;
     r->end = buf + chunk;
-    if (r->next_chunk < CHUNK_LAST) r->next_chunk *= 2;
     return buf;
 }
 
@@ -530,7 +528,6 @@ static int read_all(napi_env env, napi_value list, napi_value single, ckjs_messa
     r.env = env;
     r.err = err;
     r.index = single ? CK_NONE : 0;
-    r.next_chunk = CHUNK_FIRST;
     for (int k = 0; k < N_KEYS; k++)
         NODE_API_CALL_RC(env, napi_create_string_latin1(env, KEY_NAMES[k], NAPI_AUTO_LENGTH,
                                                         &r.keys[k]));
