@@ -2,9 +2,10 @@
 // A driver for profiling the Node hot path: compact() when nothing needs compacting (tier
 // none) on one long history, on one Compactor kept across calls, as an agent keeps it.
 //
-//   node bench/node_profile.js [CORPUS_DIR] [MESSAGES] [SECONDS]
+//   node bench/node_profile.js [CORPUS_DIR|HISTORY.json] [MESSAGES] [SECONDS]
 //
-// The history is the system prompt and task of the first transcript, then the assistant turns
+// A HISTORY.json (a message list, as bench/histories.py writes them) is used as it is. Otherwise
+// the history is the system prompt and task of the first transcript, then the assistant turns
 // of every transcript with their tool results, in order and round and round, call ids
 // renumbered so that pairs stay whole, until MESSAGES (default 1000) messages. The window is
 // 10 times the history's estimate. Prints the median over rounds of the CPU and wall-clock
@@ -64,7 +65,8 @@ const median = (xs) => {
 };
 
 async function main() {
-  const msgs = history(size);
+  const msgs = corpus.endsWith('.json') ? JSON.parse(fs.readFileSync(corpus, 'utf8'))
+    : history(size);
   const bytes = Buffer.byteLength(JSON.stringify(msgs));
   const tokens = ctxkeel.estimateTokens(msgs);
   const c = new ctxkeel.Compactor({ contextWindow: tokens * 10 });
