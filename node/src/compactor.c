@@ -731,6 +731,7 @@ typedef struct compactor_op {
 } compactor_op;
 
 static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot);
+static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value messages);
 
 /* begin's core part. With useModel false there is no summarizer: the compaction is finished
  * at once by the extractive summarizer, as the default rather than as a fallback, and
@@ -1304,7 +1305,14 @@ static napi_value job_set_failure(napi_env env, napi_callback_info info) {
 
 /* The result object of finish(): {messages, tier, record, tokensBefore, tokensAfter}. */
 static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
-    napi_value obj, messages = NULL;
+    napi_value messages = NULL;
+    const ck_view *view = ck_compaction_view(job->c);
+    /* Every message kept, in order: the view is the snapshot itself (a copy the caller never
+     * sees), so it is not rebuilt element by element. */
+    uint32_t length = 0;
+    NODE_API_CALL(env, napi_get_array_length(env, snapshot, &length));
+    if (length == job->count && ck_view_count(view) == job->count && ck_view_is_identity(view))
+        return job_result_object(env, job, snapshot);
     ckjs_messages src;
     src.history = job->history;
     src.count = job->count;
@@ -1316,9 +1324,15 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     if (i < job->count)
         ckjs_throw_last_error(env, "napi_get_element");
     else
-        messages = ckjs_view_apply(env, &src, ck_compaction_view(job->c), job->format);
+        messages = ckjs_view_apply(env, &src, view, job->format);
     free(src.objects);
     if (!messages) return NULL;
+    return job_result_object(env, job, messages);
+}
+
+/* The result object of finish() around its message list. */
+static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value messages) {
+    napi_value obj;
     size_t record_len = 0;
     const char *record = ck_compaction_record(job->c, &record_len);
     NODE_API_CALL(env, napi_create_object(env, &obj));
@@ -1337,8 +1351,8 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
 /*
  * finish(snapshot) -> the result (a Promise of it with a backend). `snapshot` is the very array
  * given to begin (index.js takes it with messages.slice() so the caller cannot change it in
- * between): kept messages are its objects. The job is released afterwards; its result holds
- * everything.
+ * between): kept messages are its objects, and when every message is kept in order, the result
+ * list is the snapshot itself. The job is released afterwards; its result holds everything.
  */
 static napi_value job_finish(napi_env env, napi_callback_info info) {
     napi_value argv[1], this_arg;

@@ -17,16 +17,49 @@
  * CKJS_HOST_CONTENT_WHOLE and CKJS_HOST_TOOL_CALL, so they must stay below 2^24 - 1. */
 #define MAX_ITEMS (CKJS_HOST_CONTENT_WHOLE - 1)
 
+/* The property names read from messages, made once per conversion (napi_get_named_property
+ * would make and internalize a new string at every read). */
+enum {
+    KEY_ID,
+    KEY_NAME,
+    KEY_INPUT,
+    KEY_IS_ERROR,
+    KEY_TOOL_USE_ID,
+    KEY_CONTENT,
+    KEY_TYPE,
+    KEY_TEXT,
+    KEY_THINKING,
+    KEY_FUNCTION,
+    KEY_ARGUMENTS,
+    KEY_TOOL_CALLS,
+    KEY_ROLE,
+    KEY_TOOL_CALL_ID,
+    N_KEYS
+};
+
+static const char *const KEY_NAMES[N_KEYS] = {
+    "id",   "name",     "input",    "is_error",  "tool_use_id", "content", "type",
+    "text", "thinking", "function", "arguments", "tool_calls",  "role",    "tool_call_id",
+};
+
+/* Strings up to this many UTF-16 units are copied in one pass into room for the most UTF-8
+ * they can make (3 bytes a unit); longer ones are measured first, then copied exactly. */
+#define ONE_PASS_UNITS ((size_t)256 * 1024)
+/* String storage is taken from the history in chunks of this size (its own block size), or
+ * larger for a long string. */
+#define CHUNK ((size_t)64 * 1024)
+
 typedef struct reader {
     napi_env env;
     ck_history *h;
     ck_error *err;
-    size_t index;  /* the message being read, or CK_NONE for a lone message */
-    char base[40]; /* how places start: "messages[3]" or "message" */
+    size_t index; /* the message being read, or CK_NONE for a lone message */
+    napi_value keys[N_KEYS];
+    char *at, *end; /* the free part of the current chunk of the history's storage */
 } reader;
 
 /*
- * Fills the error with the place `base` + `fmt` (which may use up to two %zu, given as `a` and
+ * Fills the error with the place (the message, "messages[3]" or "message", then `fmt`) (which may use up to two %zu, given as `a` and
  * `b`; unused ones are ignored) and returns `code`. Places are formatted only on failure, so
  * reading a valid history never pays for them.
  */
@@ -36,8 +69,11 @@ static int fail(reader *r, int code, const char *msg, const char *fmt, size_t a,
     err->msg = msg ? msg : ck_strerror(code);
     err->offset = 0;
     err->index = r->index;
-    size_t n = strlen(r->base);
-    memcpy(err->where, r->base, n + 1);
+    if (r->index == CK_NONE)
+        snprintf(err->where, sizeof err->where, "message");
+    else
+        snprintf(err->where, sizeof err->where, "messages[%zu]", r->index);
+    size_t n = strlen(err->where);
     if (fmt && n < sizeof err->where) {
         char suffix[sizeof err->where];
         /* The format is one of this file's literals; each takes at most two indices. */
@@ -70,9 +106,8 @@ static int is_name(const char *s, size_t len, const char *name) {
 }
 
 /* Reads obj[key] and its type; a missing key reads as undefined. */
-static int get_prop(reader *r, napi_value obj, const char *key, napi_value *out,
-                    napi_valuetype *type) {
-    NODE_API_CALL_RC(r->env, napi_get_named_property(r->env, obj, key, out));
+static int get_prop(reader *r, napi_value obj, int key, napi_value *out, napi_valuetype *type) {
+    NODE_API_CALL_RC(r->env, napi_get_property(r->env, obj, r->keys[key], out));
     NODE_API_CALL_RC(r->env, napi_typeof(r->env, *out, type));
     return CK_OK;
 }
@@ -87,30 +122,52 @@ static int is_plain_object(reader *r, napi_value value, napi_valuetype type, boo
     return CK_OK;
 }
 
-/* Copies a JS string, the field at the place `fmt` (indices a, b), into the history's storage:
- * the length first, then the bytes. A string over CK_MAX_STRING bytes is CK_ETOOBIG at that
- * place, refused before it is copied (the core would refuse it too, but could only name the
- * part's own field, "text", "id" or "name"). */
+/* At least `size` bytes of the history's storage at r->at: the rest of the current chunk, or
+ * a new chunk. NULL when out of memory. */
+static char *room_for(reader *r, size_t size) {
+    if ((size_t)(r->end - r->at) >= size) return r->at;
+    size_t chunk = size > CHUNK ? size : CHUNK;
+    char *buf = ck_history_alloc(r->h, chunk);
+    if (!buf) return NULL;
+    r->at = buf;
+    r->end = buf + chunk;
+    return buf;
+}
+
+/* Copies a JS string, the field at the place `fmt` (indices a, b), into the history's storage,
+ * NUL-terminated. A string of up to ONE_PASS_UNITS UTF-16 units (its length in units costs
+ * nothing to ask) is written at once into room for its longest UTF-8 form, and only what it
+ * used is taken; a longer one is measured first, and one over CK_MAX_STRING bytes is
+ * CK_ETOOBIG at that place, refused before it is copied (the core would refuse it too, but
+ * could only name the part's own field, "text", "id" or "name"). */
 static int copy_string(reader *r, napi_value value, const char **out, size_t *len,
                        const char *fmt, size_t a, size_t b) {
-    size_t n = 0;
-    NODE_API_CALL_RC(r->env, napi_get_value_string_utf8(r->env, value, NULL, 0, &n));
-    if (n > CK_MAX_STRING) return fail(r, CK_ETOOBIG, MSG_TOO_BIG, fmt, a, b);
-    if (n == 0) {
+    size_t units = 0, n = 0;
+    NODE_API_CALL_RC(r->env, napi_get_value_string_utf16(r->env, value, NULL, 0, &units));
+    if (units == 0) {
         *out = "";
         *len = 0;
         return CK_OK;
     }
-    char *buf = ck_history_alloc(r->h, n + 1);
-    if (!buf) return fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
+    char *buf;
+    int one_pass = units <= ONE_PASS_UNITS;
+    if (one_pass) {
+        n = units * 3;
+        if (!(buf = room_for(r, n + 1))) return fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
+    } else {
+        NODE_API_CALL_RC(r->env, napi_get_value_string_utf8(r->env, value, NULL, 0, &n));
+        if (n > CK_MAX_STRING) return fail(r, CK_ETOOBIG, MSG_TOO_BIG, fmt, a, b);
+        if (!(buf = ck_history_alloc(r->h, n + 1))) return fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
+    }
     NODE_API_CALL_RC(r->env, napi_get_value_string_utf8(r->env, value, buf, n + 1, len));
+    if (one_pass) r->at += *len + 1;
     *out = buf;
     return CK_OK;
 }
 
 /* A required string field: missing (undefined) is CK_EMISSING, another type CK_ETYPE, both at
  * the place `fmt` (with indices a, b). */
-static int need_string(reader *r, napi_value obj, const char *key, const char **out, size_t *len,
+static int need_string(reader *r, napi_value obj, int key, const char **out, size_t *len,
                        const char *fmt, size_t a, size_t b) {
     napi_value value;
     napi_valuetype type;
@@ -123,7 +180,7 @@ static int need_string(reader *r, napi_value obj, const char *key, const char **
 
 /* An optional string field at the place `fmt` (index k): anything but a string leaves the text
  * empty. */
-static int opt_string(reader *r, napi_value obj, const char *key, const char **out, size_t *len,
+static int opt_string(reader *r, napi_value obj, int key, const char **out, size_t *len,
                       const char *fmt, size_t k) {
     napi_value value;
     napi_valuetype type;
@@ -184,7 +241,7 @@ static int join_text(reader *r, napi_value content, int nested, size_t k, const 
         }
         text = item;
         text_type = item_type;
-        if (item_type == napi_object && (rc = get_prop(r, item, "text", &text, &text_type))) break;
+        if (item_type == napi_object && (rc = get_prop(r, item, KEY_TEXT, &text, &text_type))) break;
         if (text_type == napi_string) {
             if (napi_get_value_string_utf8(env, text, NULL, 0, &lens[count]) != napi_ok) {
                 ckjs_throw_last_error(env, "napi_get_value_string_utf8");
@@ -231,12 +288,12 @@ static int join_text(reader *r, napi_value content, int nested, size_t k, const 
 static int block_tool_use(reader *r, napi_value item, size_t k, ck_part *p) {
     p->kind = CK_PART_TOOL_CALL;
     p->flags = CK_PART_ANTHROPIC;
-    int rc = need_string(r, item, "id", &p->id, &p->id_len, ".content[%zu].id", k, 0);
-    if (!rc) rc = need_string(r, item, "name", &p->name, &p->name_len, ".content[%zu].name", k, 0);
+    int rc = need_string(r, item, KEY_ID, &p->id, &p->id_len, ".content[%zu].id", k, 0);
+    if (!rc) rc = need_string(r, item, KEY_NAME, &p->name, &p->name_len, ".content[%zu].name", k, 0);
     if (rc) return rc;
     napi_value input;
     napi_valuetype type;
-    if ((rc = get_prop(r, item, "input", &input, &type)) || type == napi_undefined) return rc;
+    if ((rc = get_prop(r, item, KEY_INPUT, &input, &type)) || type == napi_undefined) return rc;
     return json_text(r, input, &p->text, &p->text_len, ".content[%zu].input", k);
 }
 
@@ -245,15 +302,15 @@ static int block_tool_result(reader *r, napi_value item, size_t k, ck_part *p) {
     p->flags = CK_PART_ANTHROPIC;
     napi_value value;
     napi_valuetype type;
-    int rc = get_prop(r, item, "is_error", &value, &type);
+    int rc = get_prop(r, item, KEY_IS_ERROR, &value, &type);
     if (rc) return rc;
     if (type == napi_boolean) {
         bool is_error = false;
         NODE_API_CALL_RC(r->env, napi_get_value_bool(r->env, value, &is_error));
         if (is_error) p->flags |= CK_PART_IS_ERROR;
     }
-    rc = need_string(r, item, "tool_use_id", &p->id, &p->id_len, ".content[%zu].tool_use_id", k, 0);
-    if (!rc) rc = get_prop(r, item, "content", &value, &type);
+    rc = need_string(r, item, KEY_TOOL_USE_ID, &p->id, &p->id_len, ".content[%zu].tool_use_id", k, 0);
+    if (!rc) rc = get_prop(r, item, KEY_CONTENT, &value, &type);
     if (!rc) rc = join_text(r, value, 1, k, &p->text, &p->text_len);
     return rc;
 }
@@ -273,7 +330,7 @@ static int read_block(reader *r, napi_value item, size_t k, ck_part *p) {
     if (!object) return fail(r, CK_ETYPE, MSG_OBJECT, ".content[%zu]", k, 0);
     napi_value type_v;
     napi_valuetype type_t;
-    if ((rc = get_prop(r, item, "type", &type_v, &type_t))) return rc;
+    if ((rc = get_prop(r, item, KEY_TYPE, &type_v, &type_t))) return rc;
     if (type_t == napi_undefined)
         return fail(r, CK_EMISSING, MSG_MISSING, ".content[%zu].type", k, 0);
     if (type_t != napi_string) return fail(r, CK_ETYPE, MSG_STRING, ".content[%zu].type", k, 0);
@@ -283,7 +340,7 @@ static int read_block(reader *r, napi_value item, size_t k, ck_part *p) {
     NODE_API_CALL_RC(env, napi_get_value_string_utf8(env, type_v, t, sizeof t, &t_len));
     if (is_name(t, t_len, "text")) {
         p->kind = CK_PART_TEXT;
-        return need_string(r, item, "text", &p->text, &p->text_len, ".content[%zu].text", k, 0);
+        return need_string(r, item, KEY_TEXT, &p->text, &p->text_len, ".content[%zu].text", k, 0);
     }
     if (is_name(t, t_len, "image_url") || is_name(t, t_len, "image")) {
         p->kind = CK_PART_IMAGE;
@@ -295,7 +352,7 @@ static int read_block(reader *r, napi_value item, size_t k, ck_part *p) {
     p->kind = CK_PART_OTHER;
     int thinking = is_name(t, t_len, "thinking");
     if (thinking || is_name(t, t_len, "redacted_thinking")) p->flags = CK_PART_ANTHROPIC;
-    return opt_string(r, item, thinking ? "thinking" : "text", &p->text, &p->text_len,
+    return opt_string(r, item, thinking ? KEY_THINKING : KEY_TEXT, &p->text, &p->text_len,
                       thinking ? ".content[%zu].thinking" : ".content[%zu].text", k);
 }
 
@@ -335,17 +392,17 @@ static int read_tool_call(reader *r, napi_value call, uint32_t j) {
     p.kind = CK_PART_TOOL_CALL;
     p.flags = CK_PART_OPENAI;
     p.host = CKJS_HOST_TOOL_CALL | j;
-    if ((rc = need_string(r, call, "id", &p.id, &p.id_len, ".tool_calls[%zu].id", j, 0))) return rc;
+    if ((rc = need_string(r, call, KEY_ID, &p.id, &p.id_len, ".tool_calls[%zu].id", j, 0))) return rc;
     napi_value fn, args;
-    if ((rc = get_prop(r, call, "function", &fn, &type))) return rc;
+    if ((rc = get_prop(r, call, KEY_FUNCTION, &fn, &type))) return rc;
     if (type == napi_undefined)
         return fail(r, CK_EMISSING, MSG_MISSING, ".tool_calls[%zu].function", j, 0);
     if ((rc = is_plain_object(r, fn, type, &object))) return rc;
     if (!object) return fail(r, CK_ETYPE, MSG_OBJECT, ".tool_calls[%zu].function", j, 0);
-    if ((rc = need_string(r, fn, "name", &p.name, &p.name_len, ".tool_calls[%zu].function.name", j,
+    if ((rc = need_string(r, fn, KEY_NAME, &p.name, &p.name_len, ".tool_calls[%zu].function.name", j,
                           0)))
         return rc;
-    if ((rc = get_prop(r, fn, "arguments", &args, &type))) return rc;
+    if ((rc = get_prop(r, fn, KEY_ARGUMENTS, &args, &type))) return rc;
     const char *args_at = ".tool_calls[%zu].function.arguments";
     if (type == napi_string)
         rc = copy_string(r, args, &p.text, &p.text_len, args_at, j, 0);
@@ -359,7 +416,7 @@ static int read_tool_calls(reader *r, napi_value msg) {
     napi_value calls;
     napi_valuetype type;
     bool is_array = false;
-    int rc = get_prop(r, msg, "tool_calls", &calls, &type);
+    int rc = get_prop(r, msg, KEY_TOOL_CALLS, &calls, &type);
     if (rc || type == napi_undefined || type == napi_null) return rc;
     if (type == napi_object) NODE_API_CALL_RC(r->env, napi_is_array(r->env, calls, &is_array));
     if (!is_array) return fail(r, CK_ETYPE, MSG_LIST, ".tool_calls", 0, 0);
@@ -392,7 +449,7 @@ static int read_message(reader *r, napi_value msg) {
     if (!object) return fail(r, CK_ETYPE, MSG_OBJECT, "", 0, 0);
     napi_value role_v, content;
     napi_valuetype role_t, content_t;
-    if ((rc = get_prop(r, msg, "role", &role_v, &role_t))) return rc;
+    if ((rc = get_prop(r, msg, KEY_ROLE, &role_v, &role_t))) return rc;
     if (role_t == napi_undefined) return fail(r, CK_EMISSING, MSG_MISSING, ".role", 0, 0);
     if (role_t != napi_string) return fail(r, CK_ETYPE, MSG_STRING, ".role", 0, 0);
     /* Role names are short; a longer role is copied truncated and becomes CK_ROLE_OTHER. */
@@ -401,7 +458,7 @@ static int read_message(reader *r, napi_value msg) {
     NODE_API_CALL_RC(env,
                      napi_get_value_string_utf8(env, role_v, role_s, sizeof role_s, &role_len));
     ck_role role = role_of(role_s, role_len);
-    if ((rc = get_prop(r, msg, "content", &content, &content_t))) return rc;
+    if ((rc = get_prop(r, msg, KEY_CONTENT, &content, &content_t))) return rc;
     uint32_t flags = content_t == napi_string ? CK_MSG_STRING_CONTENT : 0;
     if ((rc = ck_history_add_message(r->h, role, flags))) return fail(r, rc, NULL, "", 0, 0);
     ck_part p;
@@ -412,8 +469,8 @@ static int read_message(reader *r, napi_value msg) {
         p.host = CKJS_HOST_CONTENT_WHOLE;
         /* "name", when a host keeps the tool's name on its result, names the tool for
          * retention policies at tool time (the call is not at hand there). */
-        if ((rc = opt_string(r, msg, "name", &p.name, &p.name_len, ".name", 0)) ||
-            (rc = need_string(r, msg, "tool_call_id", &p.id, &p.id_len, ".tool_call_id", 0, 0)) ||
+        if ((rc = opt_string(r, msg, KEY_NAME, &p.name, &p.name_len, ".name", 0)) ||
+            (rc = need_string(r, msg, KEY_TOOL_CALL_ID, &p.id, &p.id_len, ".tool_call_id", 0, 0)) ||
             (rc = join_text(r, content, 0, 0, &p.text, &p.text_len)) || (rc = add_part(r, &p)))
             return rc;
     } else if (content_t == napi_string) {
@@ -470,6 +527,10 @@ static int read_all(napi_env env, napi_value list, napi_value single, ckjs_messa
     memset(&r, 0, sizeof r);
     r.env = env;
     r.err = err;
+    r.index = single ? CK_NONE : 0;
+    for (int k = 0; k < N_KEYS; k++)
+        NODE_API_CALL_RC(env, napi_create_string_latin1(env, KEY_NAMES[k], NAPI_AUTO_LENGTH,
+                                                        &r.keys[k]));
     uint32_t n = 1;
     if (!single) NODE_API_CALL_RC(env, napi_get_array_length(env, list, &n));
     out->history = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
@@ -479,10 +540,6 @@ static int read_all(napi_env env, napi_value list, napi_value single, ckjs_messa
     if (!out->history || !out->objects) rc = fail(&r, CK_ENOMEM, NULL, NULL, 0, 0);
     for (uint32_t i = 0; i < n && !rc; i++) {
         r.index = single ? CK_NONE : i;
-        if (single)
-            strcpy(r.base, "message");
-        else
-            snprintf(r.base, sizeof r.base, "messages[%u]", (unsigned)i);
         rc = read_scoped(&r, list, i, single, &out->objects[i]);
         if (!rc) out->count = i + 1;
     }
