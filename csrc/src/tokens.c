@@ -507,50 +507,33 @@ static uint64_t miss_cost(const profile *pf, const uint8_t *p, size_t n) {
     return model_cost(pf, p, n);
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(addr) __builtin_prefetch(addr)
-#else
-#define PREFETCH(addr) ((void)0)
-#endif
-
-/* Cost of a whole text in 1/256 tokens. Each piece is hashed as soon as it is cut and its
- * slot prefetched, but looked up only after the next piece is cut, so that fetching the slot
- * (the table is larger than the first-level cache) overlaps the cutting. */
+/* Cost of a whole text in 1/256 tokens. Each piece is looked up as soon as it is cut: the table
+ * fits in the second-level cache, and out-of-order execution already overlaps the fetch with
+ * the cutting of the next piece (holding the lookup back a piece to prefetch its slot was
+ * slower, for the bookkeeping and the extra branch). */
 HOT_INLINE uint64_t text_cost_with(const profile *pf, const uint8_t *s, size_t len, int o200k) {
     uint64_t cost = 0;
-    size_t at = 0, plen = 0; /* the piece waiting for its lookup, if plen > 0 */
-    uint32_t slot = 0;
-    uint64_t first = 0;
     for (size_t i = 0, e; i < len; i = e) {
         e = o200k ? o200k_piece(s, len, i) : cl100k_piece(s, len, i);
-        if (plen) {
-            uint64_t c = table_cost(pf, s + at, plen, len - at, slot, first);
-            cost += c ? c : miss_cost(pf, s + at, plen);
-            plen = 0;
-        }
         if (e - i == 1) { /* one byte, one token: no lookup */
             cost += ONE_TOKEN;
         } else if (e - i > CK_TT_MAX_PIECE) {
             cost += model_cost(pf, s + i, e - i);
         } else {
-            slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
-            PREFETCH(&pf->meta[slot]);
-            PREFETCH(&pf->keys[slot]);
-            at = i;
-            plen = e - i;
+            uint64_t first;
+            uint32_t slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
+            uint64_t c = table_cost(pf, s + i, e - i, len - i, slot, first);
+            cost += c ? c : miss_cost(pf, s + i, e - i);
         }
-    }
-    if (plen) {
-        uint64_t c = table_cost(pf, s + at, plen, len - at, slot, first);
-        cost += c ? c : miss_cost(pf, s + at, plen);
     }
     return cost;
 }
 
-/* Cost of a whole text in 1/256 tokens, through a loop specialized for each pre-tokenizer. */
+/* Cost of a whole text in 1/256 tokens, through a loop specialized for each pre-tokenizer and
+ * its profile, whose tables are then constant addresses. */
 static uint64_t text_cost(const profile *pf, const char *data, size_t len) {
     const uint8_t *s = (const uint8_t *)data;
-    return pf->o200k ? text_cost_with(pf, s, len, 1) : text_cost_with(pf, s, len, 0);
+    return pf->o200k ? text_cost_with(&O200K, s, len, 1) : text_cost_with(&CL100K, s, len, 0);
 }
 
 static uint64_t round_cost(uint64_t cost) { return (cost + ONE_TOKEN / 2) / ONE_TOKEN; }
