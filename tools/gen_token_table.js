@@ -263,8 +263,8 @@ function isDigitGroup(piece) {
 }
 
 /* Pieces tokens.c prices by rule, never by the model: one-byte pieces (one token, never looked
- * up), and, when the table does not have them, digit groups (one token) and two-byte ASCII
- * pieces (the pairOneToken() bits). Frequent two-byte pieces still go in the table, which every
+ * up), digit groups (never in the table: one token, or the pairOneToken() bit for two digits)
+ * and, when the table does not have them, two-byte ASCII pieces (the pairOneToken() bits). Frequent two-byte pieces still go in the table, which every
  * longer piece tries first, so that the common path has no other branch. */
 function isRuled(piece) {
   return isDigitGroup(piece) || /^[\x00-\x7f]{1,2}$/.test(piece);
@@ -282,7 +282,8 @@ function trainProfile(prof, docs, cls) {
     return s;
   };
 
-  /* The table: the most frequent pieces, ties broken by bytes so the choice is stable. */
+  /* The table: the most frequent pieces, ties broken by bytes so the choice is stable. Digit
+   * groups stay out: tokens.c prices them without looking them up. */
   const candidates = [...freq.entries()].filter(
     ([p]) => !/^[0-9]{2,3}$/.test(p) && Buffer.byteLength(p, 'utf8') > 1 &&
       Buffer.byteLength(p, 'utf8') <= MAX_PIECE_BYTES);

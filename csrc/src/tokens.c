@@ -27,6 +27,10 @@ enum { RC_P = 0, RC_LU = 1, RC_LL = 2, RC_LO = 3, RC_M = 4, RC_N = 5, RC_WS = 6,
 #define FAIL ((size_t)-1)
 #define ONE_TOKEN 256u
 
+/* What a pre-tokenizer's fast path knows of the piece it cut, so that pricing it need not find
+ * out again: nothing, that it is all ASCII, or that it is one to three ASCII digits. */
+enum { PK_ANY, PK_ASCII, PK_DIGITS };
+
 /* The pre-tokenizers and the table lookup are inlined into the loop over a text, where the
  * compiler would otherwise leave them as calls. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -129,7 +133,7 @@ static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     w = __builtin_bswap64(w);
 #endif
-    return w & (~UINT64_C(0) >> (64 - 8 * (k < 8 ? k : 8)));
+    return k >= 8 ? w : w & ((UINT64_C(1) << 8 * k) - 1);
 }
 
 /* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
@@ -297,8 +301,9 @@ static size_t space_piece_cl100k(const uint8_t *s, size_t n, size_t i) {
 /* The end of the o200k_base piece that starts at i (< n). The alternatives, in order:
  *   [^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(contraction)?
  *   [^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(contraction)?
- *   \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+            */
-HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
+ *   \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * A fast path that knows more of the piece than PK_ANY says so in *kind (else left alone). */
+HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i, int *kind) {
     size_t len0, e;
     unsigned c = s[i], next = i + 1 < n ? s[i + 1] : ' '; /* a space ends nothing */
     /* Fast paths for a piece that starts with two ASCII characters, the bulk of most text.
@@ -321,15 +326,22 @@ HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
             }
             if (not_lower) e += first_byte(not_lower); /* the word ends within 8 bytes */
             else e = alpha_run(s, n, alpha_run(s, n, e, 0), 1);
-            if (e == n || s[e] < 0x80) return contraction(s, n, e);
+            if (e == n || s[e] < 0x80) {
+                *kind = PK_ASCII;
+                return contraction(s, n, e);
+            }
         } else if (rc == RC_N) {
             for (e = i + 1; e < n && e < i + 3 && (unsigned)(s[e] - '0') < 10;) e++;
-            if (e == i + 3 || e == n || s[e] < 0x80) return e;
+            if (e == i + 3 || e == n || s[e] < 0x80) {
+                *kind = PK_DIGITS;
+                return e;
+            }
         } else if (rc == RC_P || (c == ' ' && (ck_tt_stage2[next] & 7u) == RC_P)) {
             /* No word can start here: the next character is ASCII and not a letter. */
             for (e = i + 1; e < n && s[e] < 0x80 && (ck_tt_stage2[s[e]] & 7u) == RC_P;) e++;
             if (e < n && s[e] >= 0x80) return punct_piece(s, n, i, 1); /* a mark may follow */
             while (e < n && (s[e] == '\r' || s[e] == '\n' || s[e] == '/')) e++;
+            *kind = PK_ASCII;
             return e;
         } else {
             return space_piece_o200k(s, n, i);
@@ -355,8 +367,9 @@ HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
 
 /* The end of the cl100k_base piece that starts at i (< n):
  *   (contraction) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n]*
- *   | \s+$ | \s*[\r\n] | \s+(?!\S) | \s                                                   */
-HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i) {
+ *   | \s+$ | \s*[\r\n] | \s+(?!\S) | \s
+ * *kind as for o200k_piece(). */
+HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i, int *kind) {
     size_t len0, e;
     unsigned c = s[i], next = i + 1 < n ? s[i + 1] : ' '; /* a space ends nothing */
     if (c == '\'' && (e = contraction(s, n, i)) != i) return e;
@@ -364,14 +377,21 @@ HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i) {
         unsigned rc = ck_tt_stage2[c] & 7u;
         if (IS_ASCII_ALPHA(c) || (IS_LEAD(rc) && IS_ASCII_ALPHA(next))) {
             e = alpha_run(s, n, i + !IS_ASCII_ALPHA(c), 2);
-            if (e == n || s[e] < 0x80) return e;
+            if (e == n || s[e] < 0x80) {
+                *kind = PK_ASCII;
+                return e;
+            }
         } else if (rc == RC_N) {
             for (e = i + 1; e < n && e < i + 3 && (unsigned)(s[e] - '0') < 10;) e++;
-            if (e == i + 3 || e == n || s[e] < 0x80) return e;
+            if (e == i + 3 || e == n || s[e] < 0x80) {
+                *kind = PK_DIGITS;
+                return e;
+            }
         } else if (rc == RC_P || (c == ' ' && (ck_tt_stage2[next] & 7u) == RC_P)) {
             for (e = i + 1; e < n && s[e] < 0x80 && (ck_tt_stage2[s[e]] & 7u) == RC_P;) e++;
             if (e < n && s[e] >= 0x80) return punct_piece(s, n, i, 0);
             while (e < n && (s[e] == '\r' || s[e] == '\n')) e++;
+            *kind = PK_ASCII;
             return e;
         } else {
             return space_piece_cl100k(s, n, i);
@@ -493,14 +513,24 @@ static uint64_t model_cost(const profile *pf, const uint8_t *p, size_t len) {
     return cost;
 }
 
+/* Cost of the two-byte ASCII piece "ab": one or two tokens, as a bit table says. The table of
+ * pieces holds the same count for the frequent ones (both come from the tokenizer). */
+static inline uint64_t pair_cost(const profile *pf, unsigned a, unsigned b) {
+    unsigned bit = a << 7 | b;
+    return (pf->pair1[bit >> 3] >> (bit & 7) & 1u) ? ONE_TOKEN : 2 * ONE_TOKEN;
+}
+
+/* model_cost() of a piece known to be ASCII: each byte is its own unit, with no inner cost. */
+static uint64_t ascii_cost(const profile *pf, const uint8_t *p, size_t len) {
+    uint64_t cost = ONE_TOKEN;
+    for (size_t i = 1; i < len; i++) cost += pf->pair[p[i - 1] * CK_TT_UNITS + p[i]];
+    return cost;
+}
+
 /* Cost of a piece of two bytes or more missing from the table. Some need no model: two ASCII
- * bytes are one or two tokens, as a bit table says; three ASCII digits are one token in both
- * vocabularies. */
+ * bytes (pair_cost()); three ASCII digits are one token in both vocabularies. */
 static uint64_t miss_cost(const profile *pf, const uint8_t *p, size_t n) {
-    if (n == 2 && (p[0] | p[1]) < 0x80) {
-        unsigned bit = (unsigned)p[0] << 7 | p[1];
-        return (pf->pair1[bit >> 3] >> (bit & 7) & 1u) ? ONE_TOKEN : 2 * ONE_TOKEN;
-    }
+    if (n == 2 && (p[0] | p[1]) < 0x80) return pair_cost(pf, p[0], p[1]);
     if (n == 3 && (unsigned)(p[0] - '0') < 10 && (unsigned)(p[1] - '0') < 10 &&
         (unsigned)(p[2] - '0') < 10)
         return ONE_TOKEN;
@@ -514,8 +544,11 @@ static uint64_t miss_cost(const profile *pf, const uint8_t *p, size_t n) {
 HOT_INLINE uint64_t text_cost_with(const profile *pf, const uint8_t *s, size_t len, int o200k) {
     uint64_t cost = 0;
     for (size_t i = 0, e; i < len; i = e) {
-        e = o200k ? o200k_piece(s, len, i) : cl100k_piece(s, len, i);
-        if (e - i == 1) { /* one byte, one token: no lookup */
+        int kind = PK_ANY;
+        e = o200k ? o200k_piece(s, len, i, &kind) : cl100k_piece(s, len, i, &kind);
+        if (kind == PK_DIGITS) { /* never in the table (gen_token_table.js leaves them out) */
+            cost += e - i == 2 ? pair_cost(pf, s[i], s[i + 1]) : ONE_TOKEN;
+        } else if (e - i == 1) { /* one byte, one token: no lookup */
             cost += ONE_TOKEN;
         } else if (e - i > CK_TT_MAX_PIECE) {
             cost += model_cost(pf, s + i, e - i);
@@ -523,7 +556,11 @@ HOT_INLINE uint64_t text_cost_with(const profile *pf, const uint8_t *s, size_t l
             uint64_t first;
             uint32_t slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
             uint64_t c = table_cost(pf, s + i, e - i, len - i, slot, first);
-            cost += c ? c : miss_cost(pf, s + i, e - i);
+            if (!c) {
+                c = kind == PK_ASCII && e - i > 2 ? ascii_cost(pf, s + i, e - i)
+                                                  : miss_cost(pf, s + i, e - i);
+            }
+            cost += c;
         }
     }
     return cost;
