@@ -139,7 +139,7 @@ def records(texts):
 
 
 def run(exe, argv, data):
-    return subprocess.run([exe, *argv], input=data, check=True,
+    return subprocess.run([exe, *argv], input=data, check=True, timeout=600,
                           stdout=subprocess.PIPE).stdout.split(b"\n")
 
 

@@ -167,6 +167,17 @@ static inline unsigned first_byte(uint64_t m) {
 #endif
 }
 
+/* Index of the last byte whose high bit is set in m (m has only byte high bits, not 0). */
+static inline unsigned last_byte(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (63u - (unsigned)__builtin_clzll(m)) / 8;
+#else
+    unsigned k = 7;
+    while (!(m >> 63)) m <<= 8, k--;
+    return k;
+#endif
+}
+
 /* Past the run of ASCII letters at e: capitals (`lower` 0), small letters (`lower` 1), or
  * both (`lower` 2), eight bytes at a time, so that a word costs no branch per letter. */
 static inline size_t alpha_run(const uint8_t *s, size_t n, size_t e, int lower) {
@@ -298,6 +309,33 @@ static size_t space_piece_cl100k(const uint8_t *s, size_t n, size_t i) {
     return last == i ? e : last;
 }
 
+/* The white-space piece at i (s[i] is ASCII white space) by the rules of space_piece_o200k() or
+ * space_piece_cl100k(), when its run is all ASCII; else FAIL. The run is found eight bytes at a
+ * time: ASCII white space is \t, \n, \v, \f, \r and ' ', and \r and \n end lines. */
+static inline size_t ascii_space_piece(const uint8_t *s, size_t n, size_t i, int o200k) {
+    size_t e = i, nl_end = FAIL;
+    for (;; e += 8) {
+        uint64_t w = load8(s + e, n - e); /* the zeros past the end are not white space */
+        uint64_t other = ~(bytes_in(w, '\t', '\r') | bytes_in(w, ' ', ' ')) & BYTES(0x80);
+        uint64_t nl = bytes_in(w, '\n', '\n') | bytes_in(w, '\r', '\r');
+        unsigned k = other ? first_byte(other) : 8;
+        if (k < 8) nl &= (UINT64_C(1) << 8 * k) - 1;
+        if (nl) nl_end = e + last_byte(nl) + 1;
+        if (k < 8) {
+            e += k;
+            break;
+        }
+    }
+    if (e < n && s[e] >= 0x80) return FAIL; /* a character that may be white space too */
+    if (o200k) {
+        if (nl_end != FAIL) return nl_end;
+        return e == n || e - i == 1 ? e : e - 1;
+    }
+    if (e == n) return e;
+    if (nl_end != FAIL) return nl_end;
+    return e - i == 1 ? e : e - 1;
+}
+
 /* The end of the o200k_base piece that starts at i (< n). The alternatives, in order:
  *   [^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(contraction)?
  *   [^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(contraction)?
@@ -344,7 +382,9 @@ HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i, int *kind) {
             *kind = PK_ASCII;
             return e;
         } else {
-            return space_piece_o200k(s, n, i);
+            if ((e = ascii_space_piece(s, n, i, 1)) == FAIL) return space_piece_o200k(s, n, i);
+            *kind = PK_ASCII;
+            return e;
         }
     }
     unsigned rc = rc_at(s, n, i, &len0);
@@ -394,7 +434,9 @@ HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i, int *kind) 
             *kind = PK_ASCII;
             return e;
         } else {
-            return space_piece_cl100k(s, n, i);
+            if ((e = ascii_space_piece(s, n, i, 0)) == FAIL) return space_piece_cl100k(s, n, i);
+            *kind = PK_ASCII;
+            return e;
         }
     }
     unsigned rc = rc_at(s, n, i, &len0);
