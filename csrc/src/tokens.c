@@ -35,8 +35,10 @@ enum { PK_ANY, PK_ASCII, PK_DIGITS };
  * compiler would otherwise leave them as calls. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE static inline __attribute__((always_inline))
+#define NOINLINE static __attribute__((noinline))
 #else
 #define HOT_INLINE static inline
+#define NOINLINE static
 #endif
 
 typedef struct profile {
@@ -121,30 +123,27 @@ static inline uint8_t class_at(const uint8_t *s, size_t n, size_t i, size_t *len
     return decode_at(s, n, i, len, &cp);
 }
 
-/* The bytes at p as a little-endian 64-bit word, `k` (1-8) of them, the rest zero; `room` is
- * how many bytes may be read at p. */
-static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
-    uint64_t w = 0;
+/* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
+static inline uint64_t load8(const uint8_t *p, size_t room) {
+    uint64_t w;
     if (room >= 8) {
-        memcpy(&w, p, 8);
+        memcpy(&w, p, 8); /* one load; only a text's last bytes take the slow copy */
     } else {
-        memcpy(&w, p, k);
+        uint64_t tail = 0; /* apart, so that the common case keeps its word in a register */
+        memcpy(&tail, p, room);
+        w = tail;
     }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     w = __builtin_bswap64(w);
 #endif
-    return k >= 8 ? w : w & ((UINT64_C(1) << 8 * k) - 1);
+    return w;
 }
 
-/* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
-static inline uint64_t load8(const uint8_t *p, size_t room) {
-    uint64_t w = 0;
-    if (room >= 8) memcpy(&w, p, 8); /* one load; only a text's last bytes take the slow copy */
-    else memcpy(&w, p, room);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w;
+/* The bytes at p as a little-endian 64-bit word, `k` (1-8) of them, the rest zero; `room`
+ * (>= k) is how many bytes may be read at p. */
+static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
+    uint64_t w = load8(p, room);
+    return k >= 8 ? w : w & ((UINT64_C(1) << 8 * k) - 1);
 }
 
 #define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
@@ -466,6 +465,14 @@ static inline uint32_t piece_hash(const uint8_t *p, size_t len, size_t room, uin
     return (uint32_t)(h >> 32);
 }
 
+/* Whether the piece p[0..len) (len > 8, `room` bytes readable) has the bytes at b past its first
+ * word. The blob that b points into ends with 8 spare bytes. */
+NOINLINE int same_rest(const uint8_t *b, const uint8_t *p, size_t len, size_t room) {
+    for (size_t k = 8; k < len; k += 8)
+        if (word_at(b + k, len - k, 8) != word_at(p + k, len - k, room - k)) return 0;
+    return 1;
+}
+
 /* The exact count of the piece p[0..len) if the table has it, in 1/256 tokens, else 0,
  * probing from slot `at`; `first` is its first word. A slot holds the piece's length and first
  * word, so most lookups read one slot and compare one word. */
@@ -474,12 +481,9 @@ HOT_INLINE uint64_t table_cost(const profile *pf, const uint8_t *p, size_t len, 
     for (;; at = (at + 1) & pf->mask) {
         uint32_t meta = pf->meta[at];
         if (!meta) return 0;
-        if ((meta >> 20 & 63u) != len || pf->keys[at] != first) continue;
-        /* Longer pieces compare the rest in the blob, which ends with 8 spare bytes. */
-        const uint8_t *b = pf->blob + (meta & 0xFFFFFu);
-        size_t k = 8;
-        while (k < len && word_at(b + k, len - k, 8) == word_at(p + k, len - k, room - k)) k += 8;
-        if (k >= len) return (uint64_t)(meta >> 26) * ONE_TOKEN;
+        if ((meta >> 20 & 63u) == len && pf->keys[at] == first &&
+            (len <= 8 || same_rest(pf->blob + (meta & 0xFFFFFu), p, len, room)))
+            return (uint64_t)(meta >> 26) * ONE_TOKEN;
     }
 }
 
