@@ -101,11 +101,19 @@ static inline uint8_t decode_at(const uint8_t *s, size_t n, size_t i, size_t *le
     }
     size_t k;
     uint32_t v;
+    *len = 1;
+    if (c - 0xE0 < 0x10 && n - i >= 3) { /* three bytes, as most CJK: one test for both tails */
+        uint32_t b1 = s[i + 1], b2 = s[i + 2];
+        v = (c & 0x0F) << 12 | (b1 & 0x3F) << 6 | (b2 & 0x3F);
+        if (((b1 | b2 << 8) & 0xC0C0) != 0x8080 || v < 0x800) return INVALID;
+        *len = 3;
+        *cp = v;
+        return ck_tt_stage2[(size_t)ck_tt_stage1[v >> 8] << 8 | (v & 0xFF)];
+    }
     if (c >= 0xC2 && c <= 0xDF) k = 2, v = c & 0x1F;
     else if (c >= 0xE0 && c <= 0xEF) k = 3, v = c & 0x0F;
     else if (c >= 0xF0 && c <= 0xF4) k = 4, v = c & 0x07;
     else k = 0, v = 0;
-    *len = 1;
     if (k == 0 || k > n - i) return INVALID;
     for (size_t j = 1; j < k; j++) {
         uint8_t b = s[i + j];
