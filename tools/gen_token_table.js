@@ -393,15 +393,20 @@ function trainProfile(prof, docs, cls) {
 }
 
 /* The table as open addressing with linear probing, a power-of-two number of slots at most a
- * quarter full: a quarter of the pieces of new text miss the table, and a miss probes until it
- * meets an empty slot. A slot is two parallel entries: `meta` (tokens << 26 | length << 20 |
- * offset into the byte blob; 0 for an empty slot) and `key`, the piece's first eight bytes as a
- * little-endian word. Most pieces are eight bytes or shorter, so a lookup usually reads one
- * meta and one key; longer pieces compare the rest in the blob, which holds their bytes and
- * ends with 8 zero bytes so that whole words can be read. `table` lists the pieces most
- * frequent first, and they are placed in that order, so that the frequent ones sit in their
- * own slot and the probes that collisions cost fall on the rare ones (each extra probe is a
- * branch the CPU may mispredict). */
+ * quarter full: a quarter of the pieces of new text miss the table. A slot is two parallel
+ * entries: `meta` (tokens << 26 | length << 20 | MORE | offset into the byte blob; 0 for an
+ * empty slot) and `key`, the piece's first eight bytes as a little-endian word. Most pieces
+ * are eight bytes or shorter, so a lookup usually reads one meta and one key; longer pieces
+ * compare the rest in the blob, which holds their bytes and ends with 8 zero bytes so that
+ * whole words can be read.
+ *
+ * Each extra probe is a branch the CPU may mispredict, so probes are kept few. `table` lists
+ * the pieces most frequent first, and they are placed in that order: the frequent ones sit in
+ * their home slot and collisions fall on the rare ones. And MORE (bit 19) marks the slots that
+ * some piece probes past to reach its own: a lookup that does not match in a slot without it
+ * is a miss, as surely as one that meets an empty slot. */
+const META_MORE = 1 << 19;
+
 function buildHash(table) {
   const entries = [...table.entries()];
   let size = 1;
@@ -409,12 +414,15 @@ function buildHash(table) {
   const meta = new Uint32Array(size);
   const keys = new Array(size).fill(0n);
   const blobParts = [];
+  const placed = [];
   let offset = 0;
   for (const [piece, tokens] of entries) {
     const bytes = Buffer.from(piece, 'utf8');
     if (tokens > 63 || bytes.length > 63) throw new Error('piece too long: ' + piece);
-    let i = pieceHash(bytes) & (size - 1);
+    const home = pieceHash(bytes) & (size - 1);
+    let i = home;
     while (meta[i]) i = (i + 1) & (size - 1);
+    placed.push([home, i]);
     let key = 0n;
     for (let k = Math.min(7, bytes.length - 1); k >= 0; k--) key = (key << 8n) | BigInt(bytes[k]);
     keys[i] = key;
@@ -424,7 +432,10 @@ function buildHash(table) {
       offset += bytes.length;
     }
   }
-  if (offset >= 1 << 20) throw new Error('blob too large');
+  if (offset >= META_MORE) throw new Error('blob too large');
+  for (const [home, at] of placed) {
+    for (let i = home; i !== at; i = (i + 1) & (size - 1)) meta[i] = (meta[i] | META_MORE) >>> 0;
+  }
   blobParts.push(Buffer.alloc(8));
   return { meta, keys, blob: Buffer.concat(blobParts) };
 }

@@ -483,15 +483,18 @@ NOINLINE int same_rest(const uint8_t *b, const uint8_t *p, size_t len, size_t ro
 
 /* The exact count of the piece p[0..len) if the table has it, in 1/256 tokens, else 0,
  * probing from slot `at`; `first` is its first word. A slot holds the piece's length and first
- * word, so most lookups read one slot and compare one word. */
+ * word, so most lookups read one slot and compare one word. The probe stops at an empty slot,
+ * or at one that no piece probes past (META_MORE clear). */
+#define META_MORE (1u << 19)
 HOT_INLINE uint64_t table_cost(const profile *pf, const uint8_t *p, size_t len, size_t room,
                                uint32_t at, uint64_t first) {
     for (;; at = (at + 1) & pf->mask) {
         uint32_t meta = pf->meta[at];
         if (!meta) return 0;
         if ((meta >> 20 & 63u) == len && pf->keys[at] == first &&
-            (len <= 8 || same_rest(pf->blob + (meta & 0xFFFFFu), p, len, room)))
+            (len <= 8 || same_rest(pf->blob + (meta & (META_MORE - 1)), p, len, room)))
             return (uint64_t)(meta >> 26) * ONE_TOKEN;
+        if (!(meta & META_MORE)) return 0;
     }
 }
 
