@@ -32,7 +32,7 @@ enum { RC_P = 0, RC_LU = 1, RC_LL = 2, RC_LO = 3, RC_M = 4, RC_N = 5, RC_WS = 6,
 enum { PK_ANY, PK_ASCII, PK_DIGITS };
 
 /* The pre-tokenizers and the table lookup are inlined into the loop over a text, where the
- * compiler would otherwise leave them as calls. */
+ * compiler would otherwise leave them as calls; what is rare there is kept out of it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE static inline __attribute__((always_inline))
 #define NOINLINE static __attribute__((noinline))
@@ -318,7 +318,8 @@ static size_t space_piece_cl100k(const uint8_t *s, size_t n, size_t i) {
 
 /* The white-space piece at i (s[i] is ASCII white space) by the rules of space_piece_o200k() or
  * space_piece_cl100k(), when its run is all ASCII; else FAIL. The run is found eight bytes at a
- * time: ASCII white space is \t, \n, \v, \f, \r and ' ', and \r and \n end lines. */
+ * time: ASCII white space (class WS or NL in the table) is \t, \n, \v, \f, \r and ' ', and
+ * \r and \n (NL) end lines. */
 static inline size_t ascii_space_piece(const uint8_t *s, size_t n, size_t i, int o200k) {
     size_t e = i, nl_end = FAIL;
     for (;; e += 8) {
