@@ -263,8 +263,8 @@ function isDigitGroup(piece) {
 }
 
 /* Pieces tokens.c prices by rule, never by the model: one-byte pieces (one token, never looked
- * up), and, when the table does not have them, digit groups (one token) and two-byte ASCII
- * pieces (the pairOneToken() bits). Frequent two-byte pieces still go in the table, which every
+ * up), digit groups (never in the table: one token, or the pairOneToken() bit for two digits)
+ * and, when the table does not have them, two-byte ASCII pieces (the pairOneToken() bits). Frequent two-byte pieces still go in the table, which every
  * longer piece tries first, so that the common path has no other branch. */
 function isRuled(piece) {
   return isDigitGroup(piece) || /^[\x00-\x7f]{1,2}$/.test(piece);
@@ -282,7 +282,8 @@ function trainProfile(prof, docs, cls) {
     return s;
   };
 
-  /* The table: the most frequent pieces, ties broken by bytes so the choice is stable. */
+  /* The table: the most frequent pieces, ties broken by bytes so the choice is stable. Digit
+   * groups stay out: tokens.c prices them without looking them up. */
   const candidates = [...freq.entries()].filter(
     ([p]) => !/^[0-9]{2,3}$/.test(p) && Buffer.byteLength(p, 'utf8') > 1 &&
       Buffer.byteLength(p, 'utf8') <= MAX_PIECE_BYTES);
@@ -392,25 +393,36 @@ function trainProfile(prof, docs, cls) {
 }
 
 /* The table as open addressing with linear probing, a power-of-two number of slots at most a
- * quarter full: a quarter of the pieces of new text miss the table, and a miss probes until it
- * meets an empty slot. A slot is two parallel entries: `meta` (tokens << 26 | length << 20 |
- * offset into the byte blob; 0 for an empty slot) and `key`, the piece's first eight bytes as a
- * little-endian word. Most pieces are eight bytes or shorter, so a lookup usually reads one
- * meta and one key, both fetched ahead of time; longer pieces compare the rest in the blob,
- * which holds their bytes and ends with 8 zero bytes so that whole words can be read. */
+ * quarter full: a quarter of the pieces of new text miss the table. A slot is two parallel
+ * entries: `meta` (tokens << 26 | length << 20 | MORE | offset into the byte blob; 0 for an
+ * empty slot) and `key`, the piece's first eight bytes as a little-endian word. Most pieces
+ * are eight bytes or shorter, so a lookup usually reads one meta and one key; longer pieces
+ * compare the rest in the blob, which holds their bytes and ends with 8 zero bytes so that
+ * whole words can be read.
+ *
+ * Each extra probe is a branch the CPU may mispredict, so probes are kept few. `table` lists
+ * the pieces most frequent first, and they are placed in that order: the frequent ones sit in
+ * their home slot and collisions fall on the rare ones. And MORE (bit 19) marks the slots that
+ * some piece probes past to reach its own: a lookup that does not match in a slot without it
+ * is a miss, as surely as one that meets an empty slot. */
+const META_MORE = 1 << 19;
+
 function buildHash(table) {
-  const entries = [...table.entries()].sort((a, b) => compareBytes(a[0], b[0]));
+  const entries = [...table.entries()];
   let size = 1;
   while (size < entries.length * 4) size <<= 1;
   const meta = new Uint32Array(size);
   const keys = new Array(size).fill(0n);
   const blobParts = [];
+  const placed = [];
   let offset = 0;
   for (const [piece, tokens] of entries) {
     const bytes = Buffer.from(piece, 'utf8');
     if (tokens > 63 || bytes.length > 63) throw new Error('piece too long: ' + piece);
-    let i = pieceHash(bytes) & (size - 1);
+    const home = pieceHash(bytes) & (size - 1);
+    let i = home;
     while (meta[i]) i = (i + 1) & (size - 1);
+    placed.push([home, i]);
     let key = 0n;
     for (let k = Math.min(7, bytes.length - 1); k >= 0; k--) key = (key << 8n) | BigInt(bytes[k]);
     keys[i] = key;
@@ -420,7 +432,10 @@ function buildHash(table) {
       offset += bytes.length;
     }
   }
-  if (offset >= 1 << 20) throw new Error('blob too large');
+  if (offset >= META_MORE) throw new Error('blob too large');
+  for (const [home, at] of placed) {
+    for (let i = home; i !== at; i = (i + 1) & (size - 1)) meta[i] = (meta[i] | META_MORE) >>> 0;
+  }
   blobParts.push(Buffer.alloc(8));
   return { meta, keys, blob: Buffer.concat(blobParts) };
 }

@@ -41,7 +41,8 @@ static int cmd_pieces(const char *name) {
     while (read_record(&buf, &cap, &len)) {
         const uint8_t *s = (const uint8_t *)buf;
         for (size_t i = 0, e; i < len; i = e) {
-            e = pf->o200k ? o200k_piece(s, len, i) : cl100k_piece(s, len, i);
+            int kind;
+            e = pf->o200k ? o200k_piece(s, len, i, &kind) : cl100k_piece(s, len, i, &kind);
             printf(i ? " %zu" : "%zu", e - i);
         }
         putchar('\n');

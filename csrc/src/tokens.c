@@ -27,12 +27,18 @@ enum { RC_P = 0, RC_LU = 1, RC_LL = 2, RC_LO = 3, RC_M = 4, RC_N = 5, RC_WS = 6,
 #define FAIL ((size_t)-1)
 #define ONE_TOKEN 256u
 
+/* What a pre-tokenizer's fast path knows of the piece it cut, so that pricing it need not find
+ * out again: nothing, that it is all ASCII, or that it is one to three ASCII digits. */
+enum { PK_ANY, PK_ASCII, PK_DIGITS };
+
 /* The pre-tokenizers and the table lookup are inlined into the loop over a text, where the
- * compiler would otherwise leave them as calls. */
+ * compiler would otherwise leave them as calls; what is rare there is kept out of it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE static inline __attribute__((always_inline))
+#define NOINLINE static __attribute__((noinline))
 #else
 #define HOT_INLINE static inline
+#define NOINLINE static
 #endif
 
 typedef struct profile {
@@ -95,11 +101,19 @@ static inline uint8_t decode_at(const uint8_t *s, size_t n, size_t i, size_t *le
     }
     size_t k;
     uint32_t v;
+    *len = 1;
+    if (c - 0xE0 < 0x10 && n - i >= 3) { /* three bytes, as most CJK: one test for both tails */
+        uint32_t b1 = s[i + 1], b2 = s[i + 2];
+        v = (c & 0x0F) << 12 | (b1 & 0x3F) << 6 | (b2 & 0x3F);
+        if (((b1 | b2 << 8) & 0xC0C0) != 0x8080 || v < 0x800) return INVALID;
+        *len = 3;
+        *cp = v;
+        return ck_tt_stage2[(size_t)ck_tt_stage1[v >> 8] << 8 | (v & 0xFF)];
+    }
     if (c >= 0xC2 && c <= 0xDF) k = 2, v = c & 0x1F;
     else if (c >= 0xE0 && c <= 0xEF) k = 3, v = c & 0x0F;
     else if (c >= 0xF0 && c <= 0xF4) k = 4, v = c & 0x07;
     else k = 0, v = 0;
-    *len = 1;
     if (k == 0 || k > n - i) return INVALID;
     for (size_t j = 1; j < k; j++) {
         uint8_t b = s[i + j];
@@ -117,30 +131,27 @@ static inline uint8_t class_at(const uint8_t *s, size_t n, size_t i, size_t *len
     return decode_at(s, n, i, len, &cp);
 }
 
-/* The bytes at p as a little-endian 64-bit word, `k` (1-8) of them, the rest zero; `room` is
- * how many bytes may be read at p. */
-static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
-    uint64_t w = 0;
+/* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
+static inline uint64_t load8(const uint8_t *p, size_t room) {
+    uint64_t w;
     if (room >= 8) {
-        memcpy(&w, p, 8);
+        memcpy(&w, p, 8); /* one load; only a text's last bytes take the slow copy */
     } else {
-        memcpy(&w, p, k);
+        uint64_t tail = 0; /* apart, so that the common case keeps its word in a register */
+        memcpy(&tail, p, room);
+        w = tail;
     }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     w = __builtin_bswap64(w);
 #endif
-    return w & (~UINT64_C(0) >> (64 - 8 * (k < 8 ? k : 8)));
+    return w;
 }
 
-/* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
-static inline uint64_t load8(const uint8_t *p, size_t room) {
-    uint64_t w = 0;
-    if (room >= 8) memcpy(&w, p, 8); /* one load; only a text's last bytes take the slow copy */
-    else memcpy(&w, p, room);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w;
+/* The bytes at p as a little-endian 64-bit word, `k` (1-8) of them, the rest zero; `room`
+ * (>= k) is how many bytes may be read at p. */
+static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
+    uint64_t w = load8(p, room);
+    return k >= 8 ? w : w & ((UINT64_C(1) << 8 * k) - 1);
 }
 
 #define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
@@ -159,6 +170,17 @@ static inline unsigned first_byte(uint64_t m) {
 #else
     unsigned k = 0;
     while (!(m & 0x80)) m >>= 8, k++;
+    return k;
+#endif
+}
+
+/* Index of the last byte whose high bit is set in m (m has only byte high bits, not 0). */
+static inline unsigned last_byte(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (63u - (unsigned)__builtin_clzll(m)) / 8;
+#else
+    unsigned k = 7;
+    while (!(m >> 63)) m <<= 8, k--;
     return k;
 #endif
 }
@@ -294,11 +316,40 @@ static size_t space_piece_cl100k(const uint8_t *s, size_t n, size_t i) {
     return last == i ? e : last;
 }
 
+/* The white-space piece at i (s[i] is ASCII white space) by the rules of space_piece_o200k() or
+ * space_piece_cl100k(), when its run is all ASCII; else FAIL. The run is found eight bytes at a
+ * time: ASCII white space (class WS or NL in the table) is \t, \n, \v, \f, \r and ' ', and
+ * \r and \n (NL) end lines. */
+static inline size_t ascii_space_piece(const uint8_t *s, size_t n, size_t i, int o200k) {
+    size_t e = i, nl_end = FAIL;
+    for (;; e += 8) {
+        uint64_t w = load8(s + e, n - e); /* the zeros past the end are not white space */
+        uint64_t other = ~(bytes_in(w, '\t', '\r') | bytes_in(w, ' ', ' ')) & BYTES(0x80);
+        uint64_t nl = bytes_in(w, '\n', '\n') | bytes_in(w, '\r', '\r');
+        unsigned k = other ? first_byte(other) : 8;
+        if (k < 8) nl &= (UINT64_C(1) << 8 * k) - 1;
+        if (nl) nl_end = e + last_byte(nl) + 1;
+        if (k < 8) {
+            e += k;
+            break;
+        }
+    }
+    if (e < n && s[e] >= 0x80) return FAIL; /* a character that may be white space too */
+    if (o200k) {
+        if (nl_end != FAIL) return nl_end;
+        return e == n || e - i == 1 ? e : e - 1;
+    }
+    if (e == n) return e;
+    if (nl_end != FAIL) return nl_end;
+    return e - i == 1 ? e : e - 1;
+}
+
 /* The end of the o200k_base piece that starts at i (< n). The alternatives, in order:
  *   [^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(contraction)?
  *   [^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(contraction)?
- *   \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+            */
-HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
+ *   \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * A fast path that knows more of the piece than PK_ANY says so in *kind (else left alone). */
+HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i, int *kind) {
     size_t len0, e;
     unsigned c = s[i], next = i + 1 < n ? s[i + 1] : ' '; /* a space ends nothing */
     /* Fast paths for a piece that starts with two ASCII characters, the bulk of most text.
@@ -321,18 +372,27 @@ HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
             }
             if (not_lower) e += first_byte(not_lower); /* the word ends within 8 bytes */
             else e = alpha_run(s, n, alpha_run(s, n, e, 0), 1);
-            if (e == n || s[e] < 0x80) return contraction(s, n, e);
+            if (e == n || s[e] < 0x80) {
+                *kind = PK_ASCII;
+                return contraction(s, n, e);
+            }
         } else if (rc == RC_N) {
             for (e = i + 1; e < n && e < i + 3 && (unsigned)(s[e] - '0') < 10;) e++;
-            if (e == i + 3 || e == n || s[e] < 0x80) return e;
+            if (e == i + 3 || e == n || s[e] < 0x80) {
+                *kind = PK_DIGITS;
+                return e;
+            }
         } else if (rc == RC_P || (c == ' ' && (ck_tt_stage2[next] & 7u) == RC_P)) {
             /* No word can start here: the next character is ASCII and not a letter. */
             for (e = i + 1; e < n && s[e] < 0x80 && (ck_tt_stage2[s[e]] & 7u) == RC_P;) e++;
             if (e < n && s[e] >= 0x80) return punct_piece(s, n, i, 1); /* a mark may follow */
             while (e < n && (s[e] == '\r' || s[e] == '\n' || s[e] == '/')) e++;
+            *kind = PK_ASCII;
             return e;
         } else {
-            return space_piece_o200k(s, n, i);
+            if ((e = ascii_space_piece(s, n, i, 1)) == FAIL) return space_piece_o200k(s, n, i);
+            *kind = PK_ASCII;
+            return e;
         }
     }
     unsigned rc = rc_at(s, n, i, &len0);
@@ -355,8 +415,9 @@ HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i) {
 
 /* The end of the cl100k_base piece that starts at i (< n):
  *   (contraction) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,3} |  ?[^\s\p{L}\p{N}]+[\r\n]*
- *   | \s+$ | \s*[\r\n] | \s+(?!\S) | \s                                                   */
-HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i) {
+ *   | \s+$ | \s*[\r\n] | \s+(?!\S) | \s
+ * *kind as for o200k_piece(). */
+HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i, int *kind) {
     size_t len0, e;
     unsigned c = s[i], next = i + 1 < n ? s[i + 1] : ' '; /* a space ends nothing */
     if (c == '\'' && (e = contraction(s, n, i)) != i) return e;
@@ -364,17 +425,26 @@ HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i) {
         unsigned rc = ck_tt_stage2[c] & 7u;
         if (IS_ASCII_ALPHA(c) || (IS_LEAD(rc) && IS_ASCII_ALPHA(next))) {
             e = alpha_run(s, n, i + !IS_ASCII_ALPHA(c), 2);
-            if (e == n || s[e] < 0x80) return e;
+            if (e == n || s[e] < 0x80) {
+                *kind = PK_ASCII;
+                return e;
+            }
         } else if (rc == RC_N) {
             for (e = i + 1; e < n && e < i + 3 && (unsigned)(s[e] - '0') < 10;) e++;
-            if (e == i + 3 || e == n || s[e] < 0x80) return e;
+            if (e == i + 3 || e == n || s[e] < 0x80) {
+                *kind = PK_DIGITS;
+                return e;
+            }
         } else if (rc == RC_P || (c == ' ' && (ck_tt_stage2[next] & 7u) == RC_P)) {
             for (e = i + 1; e < n && s[e] < 0x80 && (ck_tt_stage2[s[e]] & 7u) == RC_P;) e++;
             if (e < n && s[e] >= 0x80) return punct_piece(s, n, i, 0);
             while (e < n && (s[e] == '\r' || s[e] == '\n')) e++;
+            *kind = PK_ASCII;
             return e;
         } else {
-            return space_piece_cl100k(s, n, i);
+            if ((e = ascii_space_piece(s, n, i, 0)) == FAIL) return space_piece_cl100k(s, n, i);
+            *kind = PK_ASCII;
+            return e;
         }
     }
     unsigned rc = rc_at(s, n, i, &len0);
@@ -404,20 +474,28 @@ static inline uint32_t piece_hash(const uint8_t *p, size_t len, size_t room, uin
     return (uint32_t)(h >> 32);
 }
 
+/* Whether the piece p[0..len) (len > 8, `room` bytes readable) has the bytes at b past its first
+ * word. The blob that b points into ends with 8 spare bytes. */
+NOINLINE int same_rest(const uint8_t *b, const uint8_t *p, size_t len, size_t room) {
+    for (size_t k = 8; k < len; k += 8)
+        if (word_at(b + k, len - k, 8) != word_at(p + k, len - k, room - k)) return 0;
+    return 1;
+}
+
 /* The exact count of the piece p[0..len) if the table has it, in 1/256 tokens, else 0,
  * probing from slot `at`; `first` is its first word. A slot holds the piece's length and first
- * word, so most lookups read one slot and compare one word. */
+ * word, so most lookups read one slot and compare one word. The probe stops at an empty slot,
+ * or at one that no piece probes past (META_MORE clear). */
+#define META_MORE (1u << 19)
 HOT_INLINE uint64_t table_cost(const profile *pf, const uint8_t *p, size_t len, size_t room,
                                uint32_t at, uint64_t first) {
     for (;; at = (at + 1) & pf->mask) {
         uint32_t meta = pf->meta[at];
         if (!meta) return 0;
-        if ((meta >> 20 & 63u) != len || pf->keys[at] != first) continue;
-        /* Longer pieces compare the rest in the blob, which ends with 8 spare bytes. */
-        const uint8_t *b = pf->blob + (meta & 0xFFFFFu);
-        size_t k = 8;
-        while (k < len && word_at(b + k, len - k, 8) == word_at(p + k, len - k, room - k)) k += 8;
-        if (k >= len) return (uint64_t)(meta >> 26) * ONE_TOKEN;
+        if ((meta >> 20 & 63u) == len && pf->keys[at] == first &&
+            (len <= 8 || same_rest(pf->blob + (meta & (META_MORE - 1)), p, len, room)))
+            return (uint64_t)(meta >> 26) * ONE_TOKEN;
+        if (!(meta & META_MORE)) return 0;
     }
 }
 
@@ -493,64 +571,64 @@ static uint64_t model_cost(const profile *pf, const uint8_t *p, size_t len) {
     return cost;
 }
 
+/* Cost of the two-byte ASCII piece "ab": one or two tokens, as a bit table says. The table of
+ * pieces holds the same count for the frequent ones (both come from the tokenizer). */
+static inline uint64_t pair_cost(const profile *pf, unsigned a, unsigned b) {
+    unsigned bit = a << 7 | b;
+    return (pf->pair1[bit >> 3] >> (bit & 7) & 1u) ? ONE_TOKEN : 2 * ONE_TOKEN;
+}
+
+/* model_cost() of a piece known to be ASCII: each byte is its own unit, with no inner cost. */
+static uint64_t ascii_cost(const profile *pf, const uint8_t *p, size_t len) {
+    uint64_t cost = ONE_TOKEN;
+    for (size_t i = 1; i < len; i++) cost += pf->pair[p[i - 1] * CK_TT_UNITS + p[i]];
+    return cost;
+}
+
 /* Cost of a piece of two bytes or more missing from the table. Some need no model: two ASCII
- * bytes are one or two tokens, as a bit table says; three ASCII digits are one token in both
- * vocabularies. */
+ * bytes (pair_cost()); three ASCII digits are one token in both vocabularies. */
 static uint64_t miss_cost(const profile *pf, const uint8_t *p, size_t n) {
-    if (n == 2 && (p[0] | p[1]) < 0x80) {
-        unsigned bit = (unsigned)p[0] << 7 | p[1];
-        return (pf->pair1[bit >> 3] >> (bit & 7) & 1u) ? ONE_TOKEN : 2 * ONE_TOKEN;
-    }
+    if (n == 2 && (p[0] | p[1]) < 0x80) return pair_cost(pf, p[0], p[1]);
     if (n == 3 && (unsigned)(p[0] - '0') < 10 && (unsigned)(p[1] - '0') < 10 &&
         (unsigned)(p[2] - '0') < 10)
         return ONE_TOKEN;
     return model_cost(pf, p, n);
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(addr) __builtin_prefetch(addr)
-#else
-#define PREFETCH(addr) ((void)0)
-#endif
-
-/* Cost of a whole text in 1/256 tokens. Each piece is hashed as soon as it is cut and its
- * slot prefetched, but looked up only after the next piece is cut, so that fetching the slot
- * (the table is larger than the first-level cache) overlaps the cutting. */
+/* Cost of a whole text in 1/256 tokens. Each piece is looked up as soon as it is cut: the table
+ * fits in the second-level cache, and out-of-order execution already overlaps the fetch with
+ * the cutting of the next piece (holding the lookup back a piece to prefetch its slot was
+ * slower, for the bookkeeping and the extra branch). */
 HOT_INLINE uint64_t text_cost_with(const profile *pf, const uint8_t *s, size_t len, int o200k) {
     uint64_t cost = 0;
-    size_t at = 0, plen = 0; /* the piece waiting for its lookup, if plen > 0 */
-    uint32_t slot = 0;
-    uint64_t first = 0;
     for (size_t i = 0, e; i < len; i = e) {
-        e = o200k ? o200k_piece(s, len, i) : cl100k_piece(s, len, i);
-        if (plen) {
-            uint64_t c = table_cost(pf, s + at, plen, len - at, slot, first);
-            cost += c ? c : miss_cost(pf, s + at, plen);
-            plen = 0;
-        }
-        if (e - i == 1) { /* one byte, one token: no lookup */
+        int kind = PK_ANY;
+        e = o200k ? o200k_piece(s, len, i, &kind) : cl100k_piece(s, len, i, &kind);
+        if (kind == PK_DIGITS) { /* never in the table (gen_token_table.js leaves them out) */
+            cost += e - i == 2 ? pair_cost(pf, s[i], s[i + 1]) : ONE_TOKEN;
+        } else if (e - i == 1) { /* one byte, one token: no lookup */
             cost += ONE_TOKEN;
         } else if (e - i > CK_TT_MAX_PIECE) {
             cost += model_cost(pf, s + i, e - i);
         } else {
-            slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
-            PREFETCH(&pf->meta[slot]);
-            PREFETCH(&pf->keys[slot]);
-            at = i;
-            plen = e - i;
+            uint64_t first;
+            uint32_t slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
+            uint64_t c = table_cost(pf, s + i, e - i, len - i, slot, first);
+            if (!c) {
+                c = kind == PK_ASCII && e - i > 2 ? ascii_cost(pf, s + i, e - i)
+                                                  : miss_cost(pf, s + i, e - i);
+            }
+            cost += c;
         }
-    }
-    if (plen) {
-        uint64_t c = table_cost(pf, s + at, plen, len - at, slot, first);
-        cost += c ? c : miss_cost(pf, s + at, plen);
     }
     return cost;
 }
 
-/* Cost of a whole text in 1/256 tokens, through a loop specialized for each pre-tokenizer. */
+/* Cost of a whole text in 1/256 tokens, through a loop specialized for each pre-tokenizer and
+ * its profile, whose tables are then constant addresses. */
 static uint64_t text_cost(const profile *pf, const char *data, size_t len) {
     const uint8_t *s = (const uint8_t *)data;
-    return pf->o200k ? text_cost_with(pf, s, len, 1) : text_cost_with(pf, s, len, 0);
+    return pf->o200k ? text_cost_with(&O200K, s, len, 1) : text_cost_with(&CL100K, s, len, 0);
 }
 
 static uint64_t round_cost(uint64_t cost) { return (cost + ONE_TOKEN / 2) / ONE_TOKEN; }
