@@ -518,8 +518,10 @@ def trim_section(d, lang, peer, counter, start_on):
     ours = d.get(lang, w["name"], "compact_emergency") if w else None
     theirs = d.get(lang, w["name"], "compact_emergency", tool) if w else None
     if ours and theirs and theirs.get("messages_after") is not None:
-        out += ["At 1,000 messages, ctxkeel's emergency view is %s messages (pinned, checkpoint, "
-                "tail), %s tokens by its estimate, %.0f%% of the window, while %s keeps the "
+        out += ["At 1,000 messages, ctxkeel's emergency view is %s messages (large outputs "
+                "offloaded, then the newest turns that fit under the warn threshold kept and the "
+                "rest folded into a checkpoint), %s tokens by its estimate, %.0f%% of the "
+                "window, while %s keeps the "
                 "newest %s messages that fit its budget of %.0f%% of the window. The two jobs "
                 "do not produce the same view." % (
                     "{:,}".format(ours["messages_after"]), "{:,}".format(ours["tokens_after"]),
