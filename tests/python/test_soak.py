@@ -221,7 +221,18 @@ HUNDRED_K = """
     import ctxkeel
 
     def maxrss():
+        # The peak since the last reset_peak() (VmHWM), not over the process's life: building
+        # the history and estimating it peak too, and freed memory may or may not go back to
+        # the system before compact() starts, which made a lifetime peak flaky here.
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def reset_peak():
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
 
     def rss():
         with open("/proc/self/statm") as f:
@@ -248,6 +259,7 @@ HUNDRED_K = """
     tokens = ctxkeel.estimate_tokens(messages)
     window = int(tokens / 0.85)
     compactor = ctxkeel.Compactor(window, store_dir=sys.argv[1])
+    reset_peak()
     before, peak_before = rss(), maxrss()
     started = time.monotonic()
     result = compactor.compact(messages)
