@@ -470,7 +470,7 @@ TEST(counter_is_called_once_per_message) {
     ck_error err;
     ck_compactor *k = ck_compactor_new(&o, &err);
     /* An agent loop: 30 turns, the whole history handed over before each model call. */
-    char ids[30][8];
+    char ids[30][16];
     cnt.calls = 0;
     for (int turn = 0; turn < 30; turn++) {
         snprintf(ids[turn], sizeof ids[turn], "t%d", turn);
@@ -513,7 +513,7 @@ TEST(cached_costs_equal_fresh_costs) {
     char *log = test_log(200);
     build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
     add_text(&b, CK_ROLE_USER, "Fix the parser.");
-    char ids[12][8];
+    char ids[12][16];
     for (int i = 0; i < 12; i++) {
         snprintf(ids[i], sizeof ids[i], "k%d", i);
         add_call(&b, ids[i], i % 2 ? "pytest" : "ls", log);
@@ -553,7 +553,7 @@ TEST(emergency_keeps_the_newest_turns_that_fit) {
     build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
     add_text(&b, CK_ROLE_SYSTEM, "You are a coding agent.");
     add_text(&b, CK_ROLE_USER, "Fix the parser.");
-    char ids[60][8];
+    char ids[60][16];
     for (int i = 0; i < 60; i++) {
         snprintf(ids[i], sizeof ids[i], "e%d", i);
         add_call(&b, ids[i], "grep", "src/parser.c:120: if (token == NULL) return -1; /* the "
