@@ -395,7 +395,10 @@ def test_an_over_limit_string_is_refused(too_big, where):
         index = int(where[len("messages["):where.index("]")])
         assert got["index"] == index, got
         assert ("messages[%d]" % index) in got["text"] and "256 MiB" in got["text"], got
-    assert too_big["maxrss"] < 600 * 2 ** 20  # the two strings, not a copy of the big one
+    # The two strings, not a copy of the big one (408 MiB measured). Under ASan its shadow
+    # memory and quarantine add their own share, so the figure is not checked there.
+    if not os.environ.get("CK_SANITIZED"):
+        assert too_big["maxrss"] < 600 * 2 ** 20
 
 
 @pytest.mark.parametrize("where", TOO_BIG_WHERE)
