@@ -654,6 +654,11 @@ CK_API int ck_compaction_set_summary(ck_compaction *c, const char *text, size_t 
 /* Says that the summarizer failed, and why (copied into the record's "fallback" reason). */
 CK_API int ck_compaction_set_failure(ck_compaction *c, const char *reason, size_t len);
 
+/* Declines the summary: finish folds the span with the extractive summarizer as the default
+ * (the record names no fallback), as ck_compactor_compact() does without a summarizer.
+ * Returns CK_OK, CK_EINVAL (c NULL) or CK_ESTATE (finished already). */
+CK_API int ck_compaction_use_extractive(ck_compaction *c);
+
 /*
  * Finishes: builds the checkpoint (from the reply, or extractively), the view and the audit
  * record, appends the record to the log, and updates the session state. A compaction that

@@ -627,6 +627,14 @@ int ck_compaction_set_summary(ck_compaction *c, const char *text, size_t len) {
     return rc;
 }
 
+int ck_compaction_use_extractive(ck_compaction *c) {
+    if (!c) return CK_EINVAL;
+    if (c->finished) return CK_ESTATE;
+    c->summarize = 0;
+    c->have_reply = 0;
+    return CK_OK;
+}
+
 int ck_compaction_set_failure(ck_compaction *c, const char *reason, size_t len) {
     if (!c || (!reason && len)) return CK_EINVAL;
     c->have_reply = 0;
@@ -1487,9 +1495,9 @@ int ck_compactor_compact(ck_compactor *self, const ck_history *history, uint64_t
             if (ck_compaction_set_failure(c, why, strlen(why)) == CK_ENOMEM) src = CK_ENOMEM;
         }
         if (src != CK_OK) c->have_reply = 0;
-    } else if (c->summarize) {
+    } else {
         /* No summarizer given: the extractive one is the default, not a fallback. */
-        c->summarize = 0;
+        ck_compaction_use_extractive(c);
     }
     rc = ck_compactor_finish(self, c, err);
     if (rc) {

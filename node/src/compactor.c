@@ -751,16 +751,8 @@ static int begin_compaction(compactor_op *op) {
      * leaves the session as it was. */
     if (!rc && ckjs_host_call_count_failed(op->call)) rc = CKJS_THROWN;
     if (!rc && !op->use_model) {
-        if (ck_compaction_needs_summary(job->c)) {
-            /* Only ck_compactor_compact() can tell the core that the extractive summary is
-             * the default here; it begins again, with the token counts cached. */
-            ck_compaction_free(job->c);
-            job->c = NULL;
-            rc = ck_compactor_compact(ck, job->history, op->tool_tokens, NULL, NULL, &job->c,
-                                      &op->err);
-        } else {
-            rc = ck_compactor_finish(ck, job->c, &op->err);
-        }
+        ck_compaction_use_extractive(job->c);
+        rc = ck_compactor_finish(ck, job->c, &op->err);
         job->finished = !rc;
     }
     if (rc) {

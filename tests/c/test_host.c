@@ -583,6 +583,38 @@ TEST(emergency_keeps_the_newest_turns_that_fit) {
     build_free(&b);
 }
 
+/* A host that begins and finishes itself (as the bindings do) can make the extractive
+ * summarizer the default, as ck_compactor_compact() without a summarizer does. */
+TEST(use_extractive_declines_the_summary) {
+    build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
+    add_text(&b, CK_ROLE_SYSTEM, "You are a coding agent.");
+    add_text(&b, CK_ROLE_USER, "Fix the parser.");
+    char ids[40][16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(ids[i], sizeof ids[i], "x%d", i);
+        add_call(&b, ids[i], "grep", "src/parser.c:120: if (token == NULL) return -1;");
+    }
+    ck_compactor_options o = base_options("use-extractive");
+    o.context_window = (uint64_t)((double)ck_estimate_history(b.h, CK_EST_DEFAULT) / 0.85);
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_begin(k, b.h, 0, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_FULL);
+    OK(ck_compaction_needs_summary(c));
+    INT_EQ(ck_compaction_use_extractive(c), CK_OK);
+    OK(!ck_compaction_needs_summary(c));
+    INT_EQ(ck_compactor_finish(k, c, &err), CK_OK);
+    const char *rec = ck_compaction_record(c, NULL);
+    OK(rec && strstr(rec, "\"fallback\":null") && strstr(rec, "\"tier\":\"full\""));
+    OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
+    INT_EQ(ck_compaction_use_extractive(c), CK_ESTATE);
+    INT_EQ(ck_compaction_use_extractive(NULL), CK_EINVAL);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    build_free(&b);
+}
+
 TEST(allocation_failures) {
     char *log = test_log(150);
     build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
@@ -637,5 +669,6 @@ HARNESS_MAIN(setup(); RUN(retention_policies_choose_the_preview)
                          RUN(counter_is_called_once_per_message)
                              RUN(cached_costs_equal_fresh_costs)
                                  RUN(emergency_keeps_the_newest_turns_that_fit)
+                                 RUN(use_extractive_declines_the_summary)
                                  RUN(allocation_failures)
                                  h_remove_tree(store_dir))

@@ -157,6 +157,19 @@ describe('a Compactor with a counting function', () => {
     assert.ok(fn.texts.length * 3 < perTurn, `${fn.texts.length} calls, ${perTurn} per turn`);
   });
 
+  it('folds with the extractive summarizer as the default, not a fallback', async () => {
+    const fn = recordingCounter();
+    const small = s.syntheticHistory(40).map((m) => (m.role === 'tool'
+      ? { ...m, content: m.content.slice(0, 400) } : m));
+    const window = Math.ceil(estimateTokens(small, { estimator: fn }) / 0.85);
+    const c = new Compactor({ contextWindow: window, storeDir: s.tmpStore(), estimator: fn });
+    const result = await c.compact(small);
+    assert.equal(result.tier, 'full');
+    assert.equal(result.record.fallback, null);
+    assert.equal(result.record.estimator, 'host');
+    assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
+  });
+
   it('rejects compact() with what it throws, and leaves the session unchanged', async () => {
     const thrown = new Error('tokenizer crashed');
     let failing = false;

@@ -267,3 +267,24 @@ def test_acompact_with_a_counter_raises_its_error(tmp_path):
     # The core (and so the counter) ran in a worker thread, not on the loop.
     assert threads and loop_thread not in threads
     assert not c._core.busy
+
+
+def test_without_a_summarizer_the_extractive_one_is_the_default_with_a_counter(tmp_path):
+    # A full compaction with a host counter and no summarizer: the extractive summary is the
+    # default, not a fallback, and the counter is asked once per content.
+    messages = synthetic_history(turns=40, big_lines=4)
+    seen = []
+
+    def words(text):
+        seen.append(text)
+        return len(text.split())
+
+    c = ctxkeel.Compactor(words_window(messages, 0.85), store_dir=fresh_dir(tmp_path),
+                          estimator=words)
+    result = c.compact(messages)
+    assert result.tier == "full"
+    assert result.record["fallback"] is None and result.record["estimator"] == "host"
+    assert any(str(m.get("content", "")).startswith("[Context Compaction]")
+               for m in result.messages)
+    for text in set(seen):  # a checkpoint: once rendered, once as a message of the view
+        assert seen.count(text) == 1 or (seen.count(text) == 2 and "[Context Compaction]" in text)

@@ -868,17 +868,10 @@ static int begin_in_core(ck_py_compactor *self, ck_py_compaction *job, uint64_t 
     } else {
         rc = ck_compactor_begin(self->ck, h, tool_tokens, &job->c, err);
         /* With a host counter, begin runs alone first: a counter that fails there must leave
-         * the session as it was, and ck_compactor_compact() would finish regardless. A
-         * compaction that wants a summary is then run again by ck_compactor_compact() (on the
-         * warm token cache), which alone makes the built-in summarizer the default. */
+         * the session as it was, and ck_compactor_compact() would finish regardless. */
         if (rc == CK_OK && extractive && !self->host.raise_after) {
-            if (ck_compaction_needs_summary(job->c)) {
-                ck_compaction_free(job->c);
-                job->c = NULL;
-                rc = ck_compactor_compact(self->ck, h, tool_tokens, NULL, NULL, &job->c, err);
-            } else {
-                rc = ck_compactor_finish(self->ck, job->c, err);
-            }
+            ck_compaction_use_extractive(job->c);
+            rc = ck_compactor_finish(self->ck, job->c, err);
             job->done_in_core = rc == CK_OK;
         }
     }
