@@ -404,6 +404,15 @@ CK_API void ck_history_free(ck_history *self);
 CK_API void ck_history_clear(ck_history *self);
 
 /*
+ * Forgets every message after the first `n`, so that a host whose list changed after message
+ * n can append the rest again and keep the messages before it as they are. Does nothing when
+ * the history has n messages or fewer. Storage taken with ck_history_alloc() stays allocated
+ * (the strings of the kept messages live in it, mixed with the others) until the history is
+ * cleared or freed; a host that truncates often should clear now and then.
+ */
+CK_API void ck_history_truncate(ck_history *self, size_t n);
+
+/*
  * Appends a message with `role` and CK_MSG_* `flags`; its parts follow with
  * ck_history_add_part(). Returns CK_OK, CK_ENOMEM, or CK_ETOOBIG past 2^31 messages.
  */

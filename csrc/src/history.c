@@ -52,6 +52,12 @@ void ck_history_clear(ck_history *self) {
     }
 }
 
+void ck_history_truncate(ck_history *self, size_t n) {
+    if (!self || n >= self->n_msgs) return;
+    self->n_parts = self->msgs[n].first_part;
+    self->n_msgs = n;
+}
+
 char *ck_history_alloc(ck_history *self, size_t size) {
     size_t rounded = (size + 15) & ~(size_t)15;
     if (rounded < size) return NULL;

@@ -118,6 +118,49 @@ TEST(history_api) {
     ck_free(NULL);
 }
 
+/* Appends a user message with `text` as its two parts. */
+static void add_twice(ck_history *h, const char *text) {
+    ck_part p;
+    ck_error err;
+    memset(&p, 0, sizeof p);
+    p.kind = CK_PART_TEXT;
+    p.text = text;
+    p.text_len = strlen(text);
+    INT_EQ(ck_history_add_message(h, CK_ROLE_USER, 0), CK_OK);
+    INT_EQ(ck_history_add_part(h, &p, &err), CK_OK);
+    INT_EQ(ck_history_add_part(h, &p, &err), CK_OK);
+}
+
+/* Truncating keeps the first messages whole and lets the rest be appended again, as the Node
+ * binding does when a list changed after some message. */
+TEST(history_truncate) {
+    ck_history *h = ck_history_new(0);
+    const char *texts[3] = {"one", "two two", "three"};
+    for (int i = 0; i < 3; i++) add_twice(h, texts[i]);
+    uint64_t before = ck_estimate_history(h, CK_EST_DEFAULT);
+    ck_history_truncate(h, 5); /* more than it has: nothing changes */
+    INT_EQ(ck_history_count(h), 3);
+    ck_history_truncate(h, 1);
+    INT_EQ(ck_history_count(h), 1);
+    const ck_part *parts;
+    size_t n;
+    INT_EQ(ck_history_get(h, 0, NULL, NULL, &parts, &n), CK_OK);
+    INT_EQ(n, 2);
+    MEM_EQ(parts[1].text, parts[1].text_len, "one");
+    INT_EQ(ck_history_get(h, 1, NULL, NULL, NULL, NULL), CK_EINVAL);
+    /* The parts of the dropped messages are gone: appended ones follow the kept ones. */
+    for (int i = 1; i < 3; i++) add_twice(h, texts[i]);
+    INT_EQ(ck_history_get(h, 2, NULL, NULL, &parts, &n), CK_OK);
+    INT_EQ(n, 2);
+    MEM_EQ(parts[0].text, parts[0].text_len, "three");
+    OK(ck_estimate_history(h, CK_EST_DEFAULT) == before);
+    ck_history_truncate(h, 0);
+    INT_EQ(ck_history_count(h), 0);
+    INT_EQ(ck_estimate_history(h, CK_EST_DEFAULT), 0);
+    ck_history_truncate(NULL, 0);
+    ck_history_free(h);
+}
+
 TEST(tokens) {
     INT_EQ(ck_estimate_text("", 0, CK_EST_DEFAULT), 0);
     INT_EQ(ck_estimate_text("abcd", 4, CK_EST_CHARS4), 1);
@@ -185,4 +228,4 @@ TEST(host_ids_echo) {
     ck_history_free(h);
 }
 
-HARNESS_MAIN(RUN(status_codes) RUN(utf8_checks) RUN(history_api) RUN(tokens) RUN(host_ids_echo))
+HARNESS_MAIN(RUN(status_codes) RUN(utf8_checks) RUN(history_api) RUN(history_truncate) RUN(tokens) RUN(host_ids_echo))
