@@ -28,6 +28,7 @@ function loadAddon() {
 }
 
 const addon = loadAddon();
+const { Records } = require('./unchanged.js');
 
 /** Base class of the errors ctxkeel throws; `code` is the CK_E... name of the status. */
 class CtxkeelError extends Error {}
@@ -386,6 +387,7 @@ class Compactor {
   #estimator;
   #backend;
   #onCompaction;
+  #records = new Records(); // what the last compact() read, to tell begin() what it may keep
 
   constructor(options) {
     checkObject(options, 'options');
@@ -458,8 +460,16 @@ class Compactor {
     this.#busy = true;
     let job = null;
     try {
-      // With a backend, begin and finish run on a worker thread and return Promises.
-      job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null);
+      try {
+        const unchanged = this.#records.update(snapshot);
+        // With a backend, begin and finish run on a worker thread and return Promises.
+        job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null, unchanged);
+      } catch (err) {
+        // The records may no longer describe the history the addon kept (a getter threw half
+        // way, or a message was refused): the next begin() reads every message.
+        this.#records.reset();
+        throw err;
+      }
       if (job.needsSummary) await this.#summarize(job, snapshot, summarizeFn, signal);
       const result = await job.finish(snapshot);
       const record = result.record === null ? null : JSON.parse(result.record);

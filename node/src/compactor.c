@@ -41,13 +41,31 @@ static const napi_type_tag JOB_TAG = {0x63746b65656c2d6aull, 0x6f622d636f6d70f2u
 
 typedef struct ckjs_job ckjs_job;
 
+/*
+ * The history of the last begin() that read all its messages, kept for the next one: an agent
+ * hands over the same list each turn with a message or two added, and index.js tells begin()
+ * how many leading messages are unchanged since (node/unchanged.js), so only the rest is read
+ * and copied again. While a job runs, the job holds the history and `history` is NULL; the
+ * counts describe whichever holds it. `live` is the bytes of its messages' strings and `taken`
+ * the storage its reads took; once the difference (strings of messages dropped since, unused
+ * ends of chunks) outgrows what is live by SLACK, the next begin() reads the whole list into a
+ * cleared history, so the memory held stays within about twice what the list needs.
+ */
+typedef struct reuse_cache {
+    ck_history *history;
+    size_t live, taken;
+} reuse_cache;
+
+#define SLACK ((size_t)1 << 20)
+
 typedef struct ckjs_compactor {
     ck_compactor *ck; /* NULL once freed: after close() with no job or op left */
     ckjs_host *host;  /* the backend and the counter, or NULL */
     ckjs_job *job;    /* the live job, if any */
-    int running;      /* an op is running on a worker thread */
-    int closed;       /* close() was called; every later call throws CK_ECLOSED */
-    int wrapped;      /* the JS object's finalizer has not run yet */
+    reuse_cache reuse;
+    int running; /* an op is running on a worker thread */
+    int closed;  /* close() was called; every later call throws CK_ECLOSED */
+    int wrapped; /* the JS object's finalizer has not run yet */
 } ckjs_compactor;
 
 struct ckjs_job {
@@ -57,6 +75,7 @@ struct ckjs_job {
     ck_compaction *c;
     ck_format format; /* the history's resolved format, for building new messages */
     size_t count;     /* messages in the history; finish() checks its snapshot against it */
+    int reusable;     /* every message was read: the history may serve the next begin() */
     int finished;     /* ck_compactor_finish() has run (or ck_compactor_compact() did it) */
     int wrapped;      /* a JS object owns this struct */
 };
@@ -196,7 +215,58 @@ static void compactor_free_if_unused(napi_env env, ckjs_compactor *self) {
     if (self->wrapped || self->job || self->running) return;
     ck_compactor_free(self->ck);
     ckjs_host_free(env, self->host);
+    ck_history_free(self->reuse.history);
     free(self);
+}
+
+/* Bytes of the strings of messages [from, count) of `h`, as the reader copied them (each with
+ * its terminator). */
+static size_t string_bytes(const ck_history *h, size_t from) {
+    size_t bytes = 0, count = ck_history_count(h);
+    for (size_t i = from; i < count; i++) {
+        const ck_part *parts;
+        size_t n = 0;
+        ck_history_get(h, i, NULL, NULL, &parts, &n);
+        for (size_t k = 0; k < n; k++)
+            bytes += parts[k].text_len + parts[k].id_len + parts[k].name_len + 3;
+    }
+    return bytes;
+}
+
+/*
+ * The history for a begin() whose list starts with `unchanged` messages that the last one
+ * read as well: the kept history cut after them, or an empty one (the kept one cleared when it
+ * holds too much that is no longer live). *from says where reading starts. NULL when out of
+ * memory.
+ */
+static ck_history *reuse_take(reuse_cache *cache, size_t unchanged, size_t *from) {
+    ck_history *h = cache->history;
+    cache->history = NULL;
+    *from = 0;
+    if (!h) {
+        cache->live = cache->taken = 0;
+        return ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    }
+    if (unchanged > ck_history_count(h)) unchanged = ck_history_count(h);
+    cache->live -= string_bytes(h, unchanged);
+    if (unchanged == 0 || cache->taken - cache->live > cache->live + SLACK) {
+        ck_history_clear(h);
+        cache->live = cache->taken = 0;
+        return h;
+    }
+    ck_history_truncate(h, unchanged);
+    *from = unchanged;
+    return h;
+}
+
+/* Keeps a released job's history for the next begin() when all of it was read and the
+ * compactor stays open; frees it otherwise. */
+static void reuse_keep(ckjs_compactor *self, ckjs_job *job) {
+    if (job->reusable && !self->closed && !self->reuse.history)
+        self->reuse.history = job->history;
+    else
+        ck_history_free(job->history);
+    job->history = NULL;
 }
 
 /*
@@ -208,9 +278,8 @@ static napi_status job_release(napi_env env, ckjs_job *job) {
     ckjs_compactor *owner = job->owner;
     if (!owner) return napi_ok;
     ck_compaction_free(job->c);
-    ck_history_free(job->history);
     job->c = NULL;
-    job->history = NULL;
+    reuse_keep(owner, job);
     job->owner = NULL;
     owner->job = NULL;
     napi_status status = napi_ok;
@@ -956,12 +1025,16 @@ static napi_value op_launch(napi_env env, compactor_op *tmpl, napi_value this_ar
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * begin(messages, toolTokens = 0, useModel = true) -> Job (a Promise of it with a backend).
- * With useModel false the compaction is finished at once (see begin_compaction()).
+ * begin(messages, toolTokens = 0, useModel = true, unchanged = 0) -> Job (a Promise of it with
+ * a backend). With useModel false the compaction is finished at once (see
+ * begin_compaction()). `unchanged` says how many leading messages are, field for field, those
+ * the last begin() of this compactor read (index.js checks that); they are not read again.
+ * A wrong count would make the view of stale messages, so 0, which reads every message, is
+ * what a caller that has not checked must pass.
  */
 static napi_value compactor_begin(napi_env env, napi_callback_info info) {
-    napi_value argv[3], this_arg;
-    if (ckjs_get_args(env, info, argv, 3, &this_arg)) return NULL;
+    napi_value argv[4], this_arg;
+    if (ckjs_get_args(env, info, argv, 4, &this_arg)) return NULL;
     ckjs_compactor *self = idle_compactor(env, this_arg);
     if (!self) return NULL;
     if (self->job) return throw_code(env, CK_EBUSY, MSG_BUSY);
@@ -970,8 +1043,10 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     if (!is_array)
         return ckjs_throw_type_error(env, "messages must be an array, not %s",
                                      argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
-    double tool_tokens = 0;
-    if (get_integer(env, argv[1], "toolTokens", 0, MAX_SAFE, 0, &tool_tokens)) return NULL;
+    double tool_tokens = 0, unchanged = 0;
+    if (get_integer(env, argv[1], "toolTokens", 0, MAX_SAFE, 0, &tool_tokens) ||
+        get_integer(env, argv[3], "unchanged", 0, MAX_SAFE, 0, &unchanged))
+        return NULL;
     if (argv[2]) {
         napi_valuetype type;
         NODE_API_CALL(env, napi_typeof(env, argv[2], &type));
@@ -980,20 +1055,23 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
                                          ckjs_type_name(env, argv[2]));
         if (type == napi_boolean) NODE_API_CALL(env, napi_get_value_bool(env, argv[2], &use_model));
     }
-    ckjs_messages src;
-    ck_error err;
-    int rc = ckjs_messages_read(env, argv[0], &src, &err);
-    if (rc) return ckjs_fail(env, rc, &err);
     /* Only the history is kept: the napi values of the objects die with this call. The
      * history owns copies of every string, so a worker may read it. */
-    free(src.objects);
-    ckjs_job *job = calloc(1, sizeof *job);
+    size_t from = 0, taken = 0;
+    ck_history *history = reuse_take(&self->reuse, (size_t)unchanged, &from);
+    ck_error err;
+    int rc = history ? ckjs_messages_append(env, argv[0], (uint32_t)from, history, &taken, &err)
+                     : CK_ENOMEM;
+    ckjs_job *job = rc ? NULL : calloc(1, sizeof *job);
     if (!job) {
-        ck_history_free(src.history);
-        return ckjs_fail(env, CK_ENOMEM, NULL);
+        ck_history_free(history);
+        return ckjs_fail(env, rc ? rc : CK_ENOMEM, rc ? &err : NULL);
     }
-    job->history = src.history;
-    job->count = src.count;
+    self->reuse.taken += taken;
+    self->reuse.live += string_bytes(history, from);
+    job->history = history;
+    job->count = ck_history_count(history);
+    job->reusable = 1;
     job->owner = self;
     self->job = job;
     ck_compactor_options o;
@@ -1137,6 +1215,8 @@ static napi_value compactor_close(napi_env env, napi_callback_info info) {
     ckjs_compactor *self = unwrap_tagged(env, this_arg, &COMPACTOR_TAG, "Compactor");
     if (!self) return NULL;
     self->closed = 1;
+    ck_history_free(self->reuse.history);
+    self->reuse.history = NULL;
     core_free_if_closed(self);
     return undefined_value(env);
 }

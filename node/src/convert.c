@@ -45,8 +45,11 @@ static const char *const KEY_NAMES[N_KEYS] = {
 /* Strings up to this many UTF-16 units are copied in one pass into room for the most UTF-8
  * they can make (3 bytes a unit); longer ones are measured first, then copied exactly. */
 #define ONE_PASS_UNITS ((size_t)256 * 1024)
-/* String storage is taken from the history in chunks of this size (its own block size), or
- * larger for a long string. */
+/* String storage is taken from the history in chunks that grow with what the read has taken
+ * so far, from MIN_CHUNK up to CHUNK (the history's own block size), or larger for a long
+ * string. A read that appends a message or two to a kept history (see
+ * ckjs_messages_append()) so leaves at most a few KB unused at the end of its last chunk. */
+#define MIN_CHUNK ((size_t)4 * 1024)
 #define CHUNK ((size_t)64 * 1024)
 
 typedef struct reader {
@@ -56,6 +59,7 @@ typedef struct reader {
     size_t index; /* the message being read, or CK_NONE for a lone message */
     napi_value keys[N_KEYS];
     char *at, *end; /* the free part of the current chunk of the history's storage */
+    size_t taken;   /* bytes of the history's storage this read has taken */
 } reader;
 
 /*
@@ -122,12 +126,20 @@ static int is_plain_object(reader *r, napi_value value, napi_valuetype type, boo
     return CK_OK;
 }
 
+/* `size` bytes of the history's storage, counted in r->taken. NULL when out of memory. */
+static char *take(reader *r, size_t size) {
+    char *buf = ck_history_alloc(r->h, size);
+    if (buf) r->taken += size;
+    return buf;
+}
+
 /* At least `size` bytes of the history's storage at r->at: the rest of the current chunk, or
  * a new chunk. NULL when out of memory. */
 static char *room_for(reader *r, size_t size) {
     if ((size_t)(r->end - r->at) >= size) return r->at;
-    size_t chunk = size > CHUNK ? size : CHUNK;
-    char *buf = ck_history_alloc(r->h, chunk);
+    size_t chunk = r->taken < MIN_CHUNK ? MIN_CHUNK : r->taken > CHUNK ? CHUNK : r->taken;
+    if (chunk < size) chunk = size;
+    char *buf = take(r, chunk);
     if (!buf) return NULL;
     r->at = buf;
     r->end = buf + chunk;
@@ -157,7 +169,7 @@ static int copy_string(reader *r, napi_value value, const char **out, size_t *le
     } else {
         NODE_API_CALL_RC(r->env, napi_get_value_string_utf8(r->env, value, NULL, 0, &n));
         if (n > CK_MAX_STRING) return fail(r, CK_ETOOBIG, MSG_TOO_BIG, fmt, a, b);
-        if (!(buf = ck_history_alloc(r->h, n + 1))) return fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
+        if (!(buf = take(r, n + 1))) return fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
     }
     NODE_API_CALL_RC(r->env, napi_get_value_string_utf8(r->env, value, buf, n + 1, len));
     if (one_pass) r->at += *len + 1;
@@ -263,7 +275,7 @@ static int join_text(reader *r, napi_value content, int nested, size_t k, const 
     if (!rc && count && total + count - 1 > CK_MAX_STRING)
         rc = fail(r, CK_ETOOBIG, MSG_TOO_BIG, whole, k, 0);
     char *buf = NULL;
-    if (!rc && count && !(buf = ck_history_alloc(r->h, total + count)))
+    if (!rc && count && !(buf = take(r, total + count)))
         rc = fail(r, CK_ENOMEM, NULL, NULL, 0, 0);
     size_t at = 0;
     for (size_t i = 0; i < count && !rc; i++) {
@@ -490,8 +502,8 @@ static int read_message(reader *r, napi_value msg) {
 
 /*
  * Reads `msg` inside its own escapable handle scope, so that the handles made while reading
- * are released at once, and escapes the message object into *kept. The scope is closed on
- * every path; returning with it open would corrupt the caller's scope.
+ * are released at once, and escapes the message object into *kept unless `kept` is NULL. The
+ * scope is closed on every path; returning with it open would corrupt the caller's scope.
  */
 static int read_scoped(reader *r, napi_value list, uint32_t i, napi_value single,
                        napi_value *kept) {
@@ -504,7 +516,7 @@ static int read_scoped(reader *r, napi_value list, uint32_t i, napi_value single
         rc = CKJS_THROWN;
     }
     if (!rc) rc = read_message(r, msg);
-    if (!rc && napi_escape_handle(r->env, scope, msg, kept) != napi_ok) {
+    if (!rc && kept && napi_escape_handle(r->env, scope, msg, kept) != napi_ok) {
         ckjs_throw_last_error(r->env, "napi_escape_handle");
         rc = CKJS_THROWN;
     }
@@ -518,25 +530,31 @@ void ckjs_messages_dispose(ckjs_messages *self) {
     memset(self, 0, sizeof *self);
 }
 
+/* A reader for appending to `h`, its property keys made. */
+static int reader_init(reader *r, napi_env env, ck_history *h, ck_error *err) {
+    memset(err, 0, sizeof *err);
+    err->index = CK_NONE;
+    memset(r, 0, sizeof *r);
+    r->env = env;
+    r->err = err;
+    r->h = h;
+    r->index = CK_NONE;
+    for (int k = 0; k < N_KEYS; k++)
+        NODE_API_CALL_RC(env, napi_create_string_latin1(env, KEY_NAMES[k], NAPI_AUTO_LENGTH,
+                                                        &r->keys[k]));
+    return CK_OK;
+}
+
 static int read_all(napi_env env, napi_value list, napi_value single, ckjs_messages *out,
                     ck_error *err) {
     memset(out, 0, sizeof *out);
-    memset(err, 0, sizeof *err);
-    err->index = CK_NONE;
     reader r;
-    memset(&r, 0, sizeof r);
-    r.env = env;
-    r.err = err;
-    r.index = single ? CK_NONE : 0;
-    for (int k = 0; k < N_KEYS; k++)
-        NODE_API_CALL_RC(env, napi_create_string_latin1(env, KEY_NAMES[k], NAPI_AUTO_LENGTH,
-                                                        &r.keys[k]));
+    int rc = reader_init(&r, env, NULL, err);
+    if (rc) return rc;
     uint32_t n = 1;
     if (!single) NODE_API_CALL_RC(env, napi_get_array_length(env, list, &n));
-    out->history = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    out->history = r.h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
     out->objects = malloc((n ? n : 1) * sizeof *out->objects);
-    r.h = out->history;
-    int rc = CK_OK;
     if (!out->history || !out->objects) rc = fail(&r, CK_ENOMEM, NULL, NULL, 0, 0);
     for (uint32_t i = 0; i < n && !rc; i++) {
         r.index = single ? CK_NONE : i;
@@ -544,6 +562,20 @@ static int read_all(napi_env env, napi_value list, napi_value single, ckjs_messa
         if (!rc) out->count = i + 1;
     }
     if (rc) ckjs_messages_dispose(out);
+    return rc;
+}
+
+int ckjs_messages_append(napi_env env, napi_value messages, uint32_t from, ck_history *h,
+                         size_t *taken, ck_error *err) {
+    reader r;
+    int rc = reader_init(&r, env, h, err);
+    uint32_t n = 0;
+    if (!rc) NODE_API_CALL_RC(env, napi_get_array_length(env, messages, &n));
+    for (uint32_t i = from; i < n && !rc; i++) {
+        r.index = i;
+        rc = read_scoped(&r, messages, i, NULL, NULL);
+    }
+    *taken += r.taken;
     return rc;
 }
 

@@ -165,6 +165,16 @@ typedef struct ckjs_messages {
  */
 int ckjs_messages_read(napi_env env, napi_value messages, ckjs_messages *out, ck_error *err);
 
+/*
+ * Reads messages [from, length) of the JS array `messages` and appends them to `h`, a history
+ * made with CK_HISTORY_TRUSTED_UTF8 that holds `from` messages already (the list's own, read
+ * before and unchanged since). Strings are copied into h's storage, and the bytes of it taken
+ * are added to *taken. Returns CK_OK, a core status with `err` naming the place, or
+ * CKJS_THROWN; on failure h holds a part of the list only and must be cleared or freed.
+ */
+int ckjs_messages_append(napi_env env, napi_value messages, uint32_t from, ck_history *h,
+                         size_t *taken, ck_error *err);
+
 /* Reads one message object as a one-message history; places are named "message.content"... */
 int ckjs_message_read_one(napi_env env, napi_value message, ckjs_messages *out, ck_error *err);
 

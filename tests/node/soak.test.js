@@ -243,8 +243,9 @@ const HUNDRED_K = `
 describe('limits', () => {
   it('compacts a 100,000-message history in bounded memory', () => {
     // Measured: 23.9 MiB of JSON; RSS 147-149 MiB before compact() (the JS objects), peak
-    // +31.4..+32.1 MiB during it (1.31-1.34 x the JSON size; 1.39-1.40 x while check_pairs
-    // sized its id map by every part rather than by the calls); about 1 s.
+    // +34.7..+36.4 MiB during it (1.45-1.52 x the JSON size, of which ~3 MiB are the records
+    // node/unchanged.js keeps for the next call; 1.31-1.34 x before it, and 1.39-1.40 x while
+    // check_pairs sized its id map by every part rather than by the calls); about 0.5 s.
     const out = runChild(HUNDRED_K, { flags: ['--expose-gc'], args: [s.tmpStore()],
       timeout: 300000 });
     assert.equal(out.n, 100000);
