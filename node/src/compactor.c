@@ -1375,6 +1375,24 @@ static napi_value job_set_failure(napi_env env, napi_callback_info info) {
     return job_set_text(env, info, 1);
 }
 
+/* Fetches from the snapshot the objects of the source messages that the view uses (after a
+ * compaction, a few of a long list), into `objects` (NULL-filled, one slot a message).
+ * Returns 0, or -1 with an exception pending. */
+static int fetch_sources(napi_env env, napi_value snapshot, const ck_view *view,
+                         napi_value *objects) {
+    for (size_t i = 0; i < ck_view_count(view); i++) {
+        ck_out_msg m;
+        ck_view_get(view, i, &m);
+        for (size_t k = 0; k <= m.n_parts; k++) {
+            size_t src = k == m.n_parts ? m.src : m.parts[k].src_msg;
+            if (src == CK_NONE || objects[src]) continue;
+            NODE_API_CALL_BASE(env, napi_get_element(env, snapshot, (uint32_t)src, &objects[src]),
+                               -1);
+        }
+    }
+    return 0;
+}
+
 /* The result object of finish(): {messages, tier, record, tokensBefore, tokensAfter}. */
 static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     napi_value messages = NULL;
@@ -1388,14 +1406,9 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     ckjs_messages src;
     src.history = job->history;
     src.count = job->count;
-    src.objects = malloc((job->count ? job->count : 1) * sizeof *src.objects);
+    src.objects = calloc(job->count ? job->count : 1, sizeof *src.objects);
     if (!src.objects) return ckjs_fail(env, CK_ENOMEM, NULL);
-    size_t i = 0;
-    for (; i < job->count; i++)
-        if (napi_get_element(env, snapshot, (uint32_t)i, &src.objects[i]) != napi_ok) break;
-    if (i < job->count)
-        ckjs_throw_last_error(env, "napi_get_element");
-    else
+    if (!fetch_sources(env, snapshot, view, src.objects))
         messages = ckjs_view_apply(env, &src, view, job->format);
     free(src.objects);
     if (!messages) return NULL;
