@@ -284,6 +284,7 @@ error:
 }
 
 PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format) {
+    const ck_module_state *st = ph->st;
     size_t n = ck_view_count(view);
     if (n > (size_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
     PyObject *out = PyList_New((Py_ssize_t)n);
@@ -302,10 +303,17 @@ PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_form
             }
             item = ph->src[m.src].msg;
             Py_INCREF(item);
-        } else if (m.op == CK_OP_EDIT) {
-            item = edit_message(ph, &m, format);
         } else {
-            item = new_message(ph, &m, format);
+            /* "auto" is resolved on the first message that is made, not kept: a view that
+             * keeps every message needs no format, and finding it reads the whole history. */
+            ck_error err;
+            int rc = format == CK_FORMAT_AUTO ? ck_history_format(ph->h, format, &format, &err)
+                                              : CK_OK;
+            if (rc != CK_OK) {
+                ck_py_raise_core(st, rc, &err);
+                goto error;
+            }
+            item = m.op == CK_OP_EDIT ? edit_message(ph, &m, format) : new_message(ph, &m, format);
         }
         if (!item) goto error;
         PyList_SET_ITEM(out, (Py_ssize_t)i, item);

@@ -912,11 +912,13 @@ static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs)
     PyObject_GC_Track((PyObject *)job);
     if (ck_py_history_init(&job->ph, st) < 0 || ck_py_history_read_list(&job->ph, messages) < 0)
         goto error;
-    /* The core resolves the format the same way; the binding needs it to shape new messages,
-     * and asking first gives the same error for a history that matches no format. */
+    /* The format new messages are shaped for is the option; apply.c resolves "auto" the way
+     * the core does, and only when a message is not kept (a history that matches no format
+     * fails in the core's begin already). */
+    job->format = self->format;
     ck_error err;
-    int rc = ck_history_format(job->ph.h, self->format, &job->format, &err);
-    if (rc == CK_OK && begin_in_core(self, job, tool_tokens, extractive, &rc, &err) < 0) goto error;
+    int rc;
+    if (begin_in_core(self, job, tool_tokens, extractive, &rc, &err) < 0) goto error;
     if (rc != CK_OK) {
         ck_py_raise_core(st, rc, &err);
         goto error;

@@ -177,8 +177,9 @@ PyObject *ck_py_compact_json(const ck_module_state *st, PyObject *obj);
 /* ---- apply.c ----------------------------------------------------------------------------- */
 
 /* The message list that `view` describes, built from the messages `ph` read, following
- * docs/mapping.md. Kept messages are the source objects themselves. Returns a new list, or
- * NULL with an exception set. */
+ * docs/mapping.md. Kept messages are the source objects themselves; new and edited ones are
+ * shaped for `format`, where CK_FORMAT_AUTO means the one ck_history_format() finds in `ph`.
+ * Returns a new list, or NULL with an exception set. */
 PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format);
 
 /* A new str from UTF-8 text that the core hands back (always valid UTF-8 here). */
@@ -274,7 +275,7 @@ typedef struct ck_py_compaction {
     ck_py_compactor *owner; /* strong reference; the ck_compaction points into owner->ck */
     ck_compaction *c;       /* NULL once closed */
     ck_py_history ph;
-    ck_format format; /* the resolved format, which new messages are shaped for */
+    ck_format format; /* the format option, which new messages are shaped for ("auto": found) */
     int holds_busy;   /* this job set owner->busy and must clear it */
     int done_in_core; /* begun with extractive=True: the core finished it already */
     int in_core;      /* a core call on `c` runs (request, finish): close() must wait */
