@@ -251,9 +251,7 @@ static int job_traverse(PyObject *op, visitproc visit, void *arg) {
     ck_py_compaction *job = (ck_py_compaction *)op;
     Py_VISIT(Py_TYPE(op));
     Py_VISIT((PyObject *)job->owner);
-    Py_VISIT(job->ph.snapshot);
-    Py_VISIT(job->ph.pins);
-    return 0;
+    return ck_py_history_traverse(&job->ph, visit, arg);
 }
 
 static int job_clear(PyObject *op) {

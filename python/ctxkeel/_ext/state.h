@@ -134,11 +134,18 @@ PyObject *ck_py_raise_status(PyObject *module, PyObject *arg);
 
 /* ---- convert.c --------------------------------------------------------------------------- */
 
+/* The items of a list as they were when it was read: `n` objects pinned one after the other
+ * from pins[at] of the history (n is 0 when there was no list). */
+typedef struct ck_py_items {
+    Py_ssize_t at, n;
+} ck_py_items;
+
 /* What an output message may need from the source message it was made from. */
 typedef struct ck_py_source {
-    PyObject *msg;     /* the message dict */
-    PyObject *content; /* the content str, a tuple snapshot of the content list, or NULL */
-    PyObject *calls;   /* a tuple snapshot of the tool_calls list, or NULL */
+    PyObject *msg;       /* the message dict */
+    PyObject *text;      /* the content when it is a str, or NULL */
+    ck_py_items content; /* the items of the content list */
+    ck_py_items calls;   /* the items of the tool_calls list */
 } ck_py_source;
 
 /*
@@ -151,8 +158,10 @@ typedef struct ck_py_history {
     ck_module_state *st;
     ck_history *h;
     PyObject *snapshot; /* tuple: the message objects, as they were when reading began */
-    PyObject *pins;     /* list: every other object whose buffer or identity is borrowed */
-    ck_py_source *src;  /* one per message; the objects in it are pinned */
+    PyObject **pins;    /* strong references: every other object whose buffer or identity is
+                         * borrowed, and the items of the lists read (see ck_py_items) */
+    Py_ssize_t n_pins, cap_pins;
+    ck_py_source *src; /* one per message; the objects in it are pinned */
     Py_ssize_t n;
     int single; /* read from one message dict: places start with "message" */
 } ck_py_history;
@@ -169,6 +178,15 @@ int ck_py_history_read_message(ck_py_history *ph, PyObject *message);
 
 /* Releases the history and every pinned object. Safe on a history that failed halfway. */
 void ck_py_history_dispose(ck_py_history *ph);
+
+/* Visits the snapshot and every pinned object (for the tp_traverse of a type that holds a
+ * history). */
+int ck_py_history_traverse(const ck_py_history *ph, visitproc visit, void *arg);
+
+/* Item `k` of `items` (borrowed), or NULL when there is no such item. */
+static inline PyObject *ck_py_item(const ck_py_history *ph, ck_py_items items, size_t k) {
+    return k < (size_t)items.n ? ph->pins[items.at + (Py_ssize_t)k] : NULL;
+}
 
 /* Compact JSON text of `obj` (json.dumps with separators=(",", ":") and ensure_ascii=False).
  * Returns a new str, or NULL with the encoder's exception set. */
@@ -267,7 +285,7 @@ typedef struct ck_py_compactor {
 
 /* _ext.Compaction: one compaction in progress. It owns the ck_compaction and the history the
  * compaction borrows, and holds the Python objects that history borrows from: the snapshot
- * tuple of the message list and the pins list of every str whose UTF-8 buffer was lent to the
+ * tuple of the message list and the pins of every str whose UTF-8 buffer was lent to the
  * core (see ck_py_history). So nothing the core reads can be freed while a summarizer runs,
  * whatever the caller does to its own lists and dicts meanwhile. */
 typedef struct ck_py_compaction {
