@@ -13,6 +13,7 @@
 #include "state.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -152,23 +153,123 @@ static int borrow_json(ck_py_history *ph, PyObject *obj, const char **out, size_
     return rc;
 }
 
+/* True when str `s` is the ASCII text `name` of `len` bytes. The bytes are compared in place:
+ * role and type are tried against several names for every message and block, and
+ * PyUnicode_CompareWithASCIIString costs a call and a strlen per try. */
+static int str_is(PyObject *s, const char *name, size_t len) {
+#if PY_VERSION_HEX < 0x030C0000
+    /* A str made by the legacy wchar_t API may not be ready; its fields are not set yet. */
+    if (!PyUnicode_IS_READY(s)) return PyUnicode_CompareWithASCIIString(s, name) == 0;
+#endif
+    return (size_t)PyUnicode_GET_LENGTH(s) == len && PyUnicode_IS_ASCII(s) &&
+           memcmp(PyUnicode_DATA(s), name, len) == 0;
+}
+
+/* str_is() for a string literal. */
+#define TYPE_IS(s, literal) str_is((s), literal, sizeof literal - 1)
+
+/*
+ * The keys read. A lookup finds the entry by hash and then compares the dict's key object
+ * with ours: at once when they are the same object, else by their text. json.loads gives all
+ * the dicts of one document the same key objects, its own rather than the interned ones that
+ * a dict display in Python code uses. So the reader looks keys up with the key objects of the
+ * first dicts it reads, when they are exact strs with our text (see learn_keys). An exact str
+ * with the same text finds the same entry in any dict, so this changes no result, only the
+ * cost (about 8% of reading a history that json.loads made, measured).
+ */
+typedef enum key {
+    K_ROLE,
+    K_CONTENT,
+    K_NAME,
+    K_TOOL_CALL_ID,
+    K_TOOL_CALLS,
+    K_ID,
+    K_FUNCTION,
+    K_ARGUMENTS,
+    K_TYPE,
+    K_TEXT,
+    K_THINKING,
+    K_INPUT,
+    K_TOOL_USE_ID,
+    K_IS_ERROR,
+    K_COUNT
+} key;
+
+#define KEY(k, text, member) [k] = {text, sizeof text - 1, offsetof(ck_module_state, member)}
+
+static const struct key_name {
+    const char *text;
+    size_t len;
+    size_t state_offset; /* of the interned key object in ck_module_state */
+} key_names[K_COUNT] = {
+    KEY(K_ROLE, "role", s_role),
+    KEY(K_CONTENT, "content", s_content),
+    KEY(K_NAME, "name", s_name),
+    KEY(K_TOOL_CALL_ID, "tool_call_id", s_tool_call_id),
+    KEY(K_TOOL_CALLS, "tool_calls", s_tool_calls),
+    KEY(K_ID, "id", s_id),
+    KEY(K_FUNCTION, "function", s_function),
+    KEY(K_ARGUMENTS, "arguments", s_arguments),
+    KEY(K_TYPE, "type", s_type),
+    KEY(K_TEXT, "text", s_text),
+    KEY(K_THINKING, "thinking", s_thinking),
+    KEY(K_INPUT, "input", s_input),
+    KEY(K_TOOL_USE_ID, "tool_use_id", s_tool_use_id),
+    KEY(K_IS_ERROR, "is_error", s_is_error),
+};
+
+_Static_assert(K_COUNT == CK_PY_KEY_COUNT, "state.h: CK_PY_KEY_COUNT");
+
+/* How many dicts of a history lend the reader their key objects: enough for a message of
+ * every shape near the start, few enough that a history of mixed origins does not pay for
+ * passes that find nothing new. */
+#define LEARN_DICTS 16
+
+/* Adopts the key objects of `dict` that are exact strs with the text of one of our keys
+ * (pinned, so that each stays what it is). Returns 0, or -1 with MemoryError set. PyDict_Next
+ * runs no Python code. */
+static int adopt_keys(ck_py_history *ph, PyObject *dict) {
+    ph->dicts_met++;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(dict, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k)) continue;
+        for (int j = 0; j < K_COUNT; j++) {
+            if (ph->keys[j] == k) break;
+            if (str_is(k, key_names[j].text, key_names[j].len)) {
+                if (pin(ph, k) < 0) return -1;
+                ph->keys[j] = k;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Before `dict` is read: adopt_keys() while few dicts were met. */
+static inline int learn_keys(ck_py_history *ph, PyObject *dict) {
+    return ph->dicts_met < LEARN_DICTS ? adopt_keys(ph, dict) : 0;
+}
+
 /* dict[key], borrowed, or NULL when absent (check PyErr_Occurred()). The dict holds the value
  * only until Python code runs, so callers pin what they keep. */
-static PyObject *get(PyObject *dict, PyObject *key) { return PyDict_GetItemWithError(dict, key); }
+static PyObject *get(const ck_py_history *ph, PyObject *dict, key k) {
+    return PyDict_GetItemWithError(dict, ph->keys[k]);
+}
 
 /* A required str field: absent is CK_EMISSING, any other type CK_ETYPE, both at `f`. */
-static int need_str(ck_py_history *ph, PyObject *dict, PyObject *key, const char **out, size_t *len,
+static int need_str(ck_py_history *ph, PyObject *dict, key k, const char **out, size_t *len,
                     Py_ssize_t i, const field *f) {
-    PyObject *value = get(dict, key);
+    PyObject *value = get(ph, dict, k);
     if (!value) return PyErr_Occurred() ? -1 : fail(ph, CK_EMISSING, i, MSG_MISSING, f);
     if (!PyUnicode_Check(value)) return fail(ph, CK_ETYPE, i, MSG_NOT_STR, f);
     return borrow(ph, value, out, len, i, f);
 }
 
 /* An optional str field: absent or not a str leaves the text empty. */
-static int opt_str(ck_py_history *ph, PyObject *dict, PyObject *key, const char **out,
-                   size_t *len, Py_ssize_t i, const field *f) {
-    PyObject *value = get(dict, key);
+static int opt_str(ck_py_history *ph, PyObject *dict, key k, const char **out, size_t *len,
+                   Py_ssize_t i, const field *f) {
+    PyObject *value = get(ph, dict, k);
     if (!value) return PyErr_Occurred() ? -1 : 0;
     return PyUnicode_Check(value) ? borrow(ph, value, out, len, i, f) : 0;
 }
@@ -227,7 +328,8 @@ static int join_text(ck_py_history *ph, PyObject *content, const char **out, siz
         const field *f = outer >= 0 ? FIELD2(item_fmt, outer, m) : FIELD1(item_fmt, m);
         PyObject *text = item;
         if (PyDict_Check(item)) {
-            text = get(item, ph->st->s_text);
+            if (learn_keys(ph, item) < 0) goto done;
+            text = get(ph, item, K_TEXT);
             if (!text && PyErr_Occurred()) goto done;
             if (!text || text == Py_None) continue;
             if (!PyUnicode_Check(text)) {
@@ -272,21 +374,6 @@ done:
     return rc;
 }
 
-/* True when str `s` is the ASCII text `name` of `len` bytes. The bytes are compared in place:
- * role and type are tried against several names for every message and block, and
- * PyUnicode_CompareWithASCIIString costs a call and a strlen per try. */
-static int str_is(PyObject *s, const char *name, size_t len) {
-#if PY_VERSION_HEX < 0x030C0000
-    /* A str made by the legacy wchar_t API may not be ready; its fields are not set yet. */
-    if (!PyUnicode_IS_READY(s)) return PyUnicode_CompareWithASCIIString(s, name) == 0;
-#endif
-    return (size_t)PyUnicode_GET_LENGTH(s) == len && PyUnicode_IS_ASCII(s) &&
-           memcmp(PyUnicode_DATA(s), name, len) == 0;
-}
-
-/* str_is() for a string literal. */
-#define TYPE_IS(s, literal) str_is((s), literal, sizeof literal - 1)
-
 static ck_role role_of(PyObject *role) {
     static const struct {
         const char *name;
@@ -299,13 +386,13 @@ static ck_role role_of(PyObject *role) {
 
 /* Content list item `k` of message `i` into `p` (zeroed by the caller, host set). */
 static int read_block(ck_py_history *ph, PyObject *item, Py_ssize_t i, Py_ssize_t k, ck_part *p) {
-    ck_module_state *st = ph->st;
     if (PyUnicode_Check(item)) {
         p->kind = CK_PART_TEXT;
         return borrow(ph, item, &p->text, &p->text_len, i, FIELD1(".content[%zd]", k));
     }
     if (!PyDict_Check(item)) return fail(ph, CK_ETYPE, i, MSG_NOT_ITEM, FIELD1(".content[%zd]", k));
-    PyObject *type = get(item, st->s_type);
+    if (learn_keys(ph, item) < 0) return -1;
+    PyObject *type = get(ph, item, K_TYPE);
     if (!type) {
         if (PyErr_Occurred()) return -1;
         return fail(ph, CK_EMISSING, i, MSG_MISSING, FIELD1(".content[%zd].type", k));
@@ -314,7 +401,7 @@ static int read_block(ck_py_history *ph, PyObject *item, Py_ssize_t i, Py_ssize_
         return fail(ph, CK_ETYPE, i, MSG_NOT_STR, FIELD1(".content[%zd].type", k));
     if (TYPE_IS(type, "text")) {
         p->kind = CK_PART_TEXT;
-        return need_str(ph, item, st->s_text, &p->text, &p->text_len, i,
+        return need_str(ph, item, K_TEXT, &p->text, &p->text_len, i,
                         FIELD1(".content[%zd].text", k));
     }
     if (TYPE_IS(type, "image_url") || TYPE_IS(type, "image")) {
@@ -325,12 +412,11 @@ static int read_block(ck_py_history *ph, PyObject *item, Py_ssize_t i, Py_ssize_
     if (TYPE_IS(type, "tool_use")) {
         p->kind = CK_PART_TOOL_CALL;
         p->flags = CK_PART_ANTHROPIC;
-        if (need_str(ph, item, st->s_id, &p->id, &p->id_len, i, FIELD1(".content[%zd].id", k)) <
-                0 ||
-            need_str(ph, item, st->s_name, &p->name, &p->name_len, i,
+        if (need_str(ph, item, K_ID, &p->id, &p->id_len, i, FIELD1(".content[%zd].id", k)) < 0 ||
+            need_str(ph, item, K_NAME, &p->name, &p->name_len, i,
                      FIELD1(".content[%zd].name", k)) < 0)
             return -1;
-        PyObject *input = get(item, st->s_input);
+        PyObject *input = get(ph, item, K_INPUT);
         if (!input) return PyErr_Occurred() ? -1 : 0;
         /* Pinned before encoding: the encoder may run Python code that edits the item. */
         if (pin(ph, input) < 0) return -1;
@@ -339,13 +425,13 @@ static int read_block(ck_py_history *ph, PyObject *item, Py_ssize_t i, Py_ssize_
     if (TYPE_IS(type, "tool_result")) {
         p->kind = CK_PART_TOOL_RESULT;
         p->flags = CK_PART_ANTHROPIC;
-        PyObject *is_error = get(item, st->s_is_error);
+        PyObject *is_error = get(ph, item, K_IS_ERROR);
         if (!is_error && PyErr_Occurred()) return -1;
         if (is_error == Py_True) p->flags |= CK_PART_IS_ERROR;
-        if (need_str(ph, item, st->s_tool_use_id, &p->id, &p->id_len, i,
+        if (need_str(ph, item, K_TOOL_USE_ID, &p->id, &p->id_len, i,
                      FIELD1(".content[%zd].tool_use_id", k)) < 0)
             return -1;
-        PyObject *content = get(item, st->s_content);
+        PyObject *content = get(ph, item, K_CONTENT);
         if (!content && PyErr_Occurred()) return -1;
         return join_text(ph, content, &p->text, &p->text_len, i, FIELD1(".content[%zd].content", k),
                          ".content[%zd].content[%zd].text", k);
@@ -354,7 +440,7 @@ static int read_block(ck_py_history *ph, PyObject *item, Py_ssize_t i, Py_ssize_
     p->kind = CK_PART_OTHER;
     int thinking = TYPE_IS(type, "thinking");
     if (thinking || TYPE_IS(type, "redacted_thinking")) p->flags = CK_PART_ANTHROPIC;
-    PyObject *text = get(item, thinking ? st->s_thinking : st->s_text);
+    PyObject *text = get(ph, item, thinking ? K_THINKING : K_TEXT);
     if (!text) return PyErr_Occurred() ? -1 : 0;
     if (!PyUnicode_Check(text)) return 0;
     return borrow(ph, text, &p->text, &p->text_len, i,
@@ -381,8 +467,7 @@ static int read_content_list(ck_py_history *ph, ck_py_source *src, PyObject *con
 
 /* The tool_calls of message `i` (any role): one TOOL_CALL part per item. */
 static int read_tool_calls(ck_py_history *ph, ck_py_source *src, PyObject *msg, Py_ssize_t i) {
-    ck_module_state *st = ph->st;
-    PyObject *calls = get(msg, st->s_tool_calls);
+    PyObject *calls = get(ph, msg, K_TOOL_CALLS);
     if (!calls) return PyErr_Occurred() ? -1 : 0;
     if (calls == Py_None) return 0;
     if (!PyList_Check(calls)) return fail(ph, CK_ETYPE, i, MSG_NOT_LIST, FIELD0(".tool_calls"));
@@ -400,9 +485,10 @@ static int read_tool_calls(ck_py_history *ph, ck_py_source *src, PyObject *msg, 
         p.kind = CK_PART_TOOL_CALL;
         p.flags = CK_PART_OPENAI;
         p.host = CK_PY_HOST_CALL | (uint32_t)j;
-        if (need_str(ph, call, st->s_id, &p.id, &p.id_len, i, FIELD1(".tool_calls[%zd].id", j)) < 0)
+        if (learn_keys(ph, call) < 0 ||
+            need_str(ph, call, K_ID, &p.id, &p.id_len, i, FIELD1(".tool_calls[%zd].id", j)) < 0)
             return -1;
-        PyObject *fn = get(call, st->s_function);
+        PyObject *fn = get(ph, call, K_FUNCTION);
         if (!fn) {
             if (PyErr_Occurred()) return -1;
             return fail(ph, CK_EMISSING, i, MSG_MISSING, FIELD1(".tool_calls[%zd].function", j));
@@ -410,10 +496,11 @@ static int read_tool_calls(ck_py_history *ph, ck_py_source *src, PyObject *msg, 
         if (!PyDict_Check(fn))
             return fail(ph, CK_ETYPE, i, MSG_NOT_DICT, FIELD1(".tool_calls[%zd].function", j));
         /* The function dict is pinned so that its strs stay reachable while we read it. */
-        if (pin(ph, fn) < 0 || need_str(ph, fn, st->s_name, &p.name, &p.name_len, i,
-                                        FIELD1(".tool_calls[%zd].function.name", j)) < 0)
+        if (pin(ph, fn) < 0 || learn_keys(ph, fn) < 0 ||
+            need_str(ph, fn, K_NAME, &p.name, &p.name_len, i,
+                     FIELD1(".tool_calls[%zd].function.name", j)) < 0)
             return -1;
-        PyObject *args = get(fn, st->s_arguments);
+        PyObject *args = get(ph, fn, K_ARGUMENTS);
         const field *where = FIELD1(".tool_calls[%zd].function.arguments", j);
         if (!args && PyErr_Occurred()) return -1;
         if (args && PyUnicode_Check(args)) {
@@ -431,19 +518,19 @@ static int read_tool_calls(ck_py_history *ph, ck_py_source *src, PyObject *msg, 
 
 /* Message `i` of the snapshot into the history. */
 static int read_message(ck_py_history *ph, Py_ssize_t i, PyObject *msg) {
-    ck_module_state *st = ph->st;
     ck_py_source *src = &ph->src[i];
     ck_error err;
     if (!PyDict_Check(msg)) return fail(ph, CK_ETYPE, i, MSG_NOT_DICT, FIELD0(""));
     src->msg = msg;
-    PyObject *role_obj = get(msg, st->s_role);
+    if (learn_keys(ph, msg) < 0) return -1;
+    PyObject *role_obj = get(ph, msg, K_ROLE);
     if (!role_obj) {
         if (PyErr_Occurred()) return -1;
         return fail(ph, CK_EMISSING, i, MSG_MISSING, FIELD0(".role"));
     }
     if (!PyUnicode_Check(role_obj)) return fail(ph, CK_ETYPE, i, MSG_NOT_STR, FIELD0(".role"));
     ck_role role = role_of(role_obj);
-    PyObject *content = get(msg, st->s_content);
+    PyObject *content = get(ph, msg, K_CONTENT);
     if (!content && PyErr_Occurred()) return -1;
     int is_str = content && PyUnicode_Check(content);
     int rc = ck_history_add_message(ph->h, role, is_str ? CK_MSG_STRING_CONTENT : 0);
@@ -462,9 +549,8 @@ static int read_message(ck_py_history *ph, Py_ssize_t i, PyObject *msg) {
         p.host = CK_PY_HOST_WHOLE;
         /* "name", when a host keeps the tool's name on its result, names the tool for
          * retention policies at tool time (the call is not at hand there). */
-        if (opt_str(ph, msg, st->s_name, &p.name, &p.name_len, i, FIELD0(".name")) < 0 ||
-            need_str(ph, msg, st->s_tool_call_id, &p.id, &p.id_len, i, FIELD0(".tool_call_id")) <
-                0)
+        if (opt_str(ph, msg, K_NAME, &p.name, &p.name_len, i, FIELD0(".name")) < 0 ||
+            need_str(ph, msg, K_TOOL_CALL_ID, &p.id, &p.id_len, i, FIELD0(".tool_call_id")) < 0)
             return -1;
         if (is_str ? utf8_of(ph, content, &p.text, &p.text_len, i, FIELD0(".content"))
                    : join_text(ph, content, &p.text, &p.text_len, i, FIELD0(".content"),
@@ -487,6 +573,8 @@ static int read_message(ck_py_history *ph, Py_ssize_t i, PyObject *msg) {
 int ck_py_history_init(ck_py_history *ph, ck_module_state *st) {
     memset(ph, 0, sizeof *ph);
     ph->st = st;
+    for (int k = 0; k < K_COUNT; k++)
+        ph->keys[k] = *(PyObject *const *)(const void *)((const char *)st + key_names[k].state_offset);
     /* Every str is taken from a Python str through UTF-8 encoding, which never produces
      * invalid UTF-8 (a lone surrogate fails to encode instead), so the core need not check. */
     ph->h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);

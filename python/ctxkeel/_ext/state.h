@@ -41,6 +41,9 @@
 #define CK_PY_HOST_CALL (1u << 24)
 #define CK_PY_HOST_INDEX_MAX ((Py_ssize_t)0xFFFFFE)
 
+/* How many keys of message dicts the reader reads (convert.c lists them). */
+#define CK_PY_KEY_COUNT 14
+
 /* Room for a place such as "messages[123].content[4].content[5].text". */
 #define CK_PY_WHERE_MAX 160
 
@@ -162,6 +165,10 @@ typedef struct ck_py_history {
                          * borrowed, and the items of the lists read (see ck_py_items) */
     Py_ssize_t n_pins, cap_pins;
     ck_py_source *src; /* one per message; the objects in it are pinned */
+    /* The key objects lookups use: the module's interned ones, or equal exact strs from the
+     * first dicts read (pinned); see convert.c. */
+    PyObject *keys[CK_PY_KEY_COUNT];
+    int dicts_met;
     Py_ssize_t n;
     int single; /* read from one message dict: places start with "message" */
 } ck_py_history;
