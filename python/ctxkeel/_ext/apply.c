@@ -284,6 +284,9 @@ error:
 PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format) {
     const ck_module_state *st = ph->st;
     size_t n = ck_view_count(view);
+    /* Nothing changed (the usual case below the warn threshold): the messages themselves, in
+     * a list of their own. (A view of the first messages only is an identity too.) */
+    if (n == (size_t)ph->n && ck_view_is_identity(view)) return PySequence_List(ph->snapshot);
     if (n > (size_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
     PyObject *out = PyList_New((Py_ssize_t)n);
     if (!out) return NULL;

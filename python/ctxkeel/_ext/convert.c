@@ -597,16 +597,16 @@ static int read_all(ck_py_history *ph) {
     /* Room for the pins of a typical message (content, an id, a call and its strs); the
      * array grows past that as it must. */
     if (n <= PY_SSIZE_T_MAX / 8 && reserve(ph, 4 * n) < 0) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        /* Reading can run Python code (a key's __eq__, a value's JSON encoding) that calls
-         * ctxkeel again; the guard turns unbounded re-entry into RecursionError rather than
-         * a crash. */
-        if (Py_EnterRecursiveCall(" while reading messages in ctxkeel")) return -1;
-        int rc = read_message(ph, i, PyTuple_GET_ITEM(ph->snapshot, i));
-        Py_LeaveRecursiveCall();
-        if (rc < 0) return -1;
-    }
-    return 0;
+    /* Reading can run Python code (a key's __eq__, a value's JSON encoding) that calls
+     * ctxkeel again; the guard turns unbounded re-entry into RecursionError rather than a
+     * crash. One level per read is enough for that, and costs one call, not one per
+     * message. */
+    if (Py_EnterRecursiveCall(" while reading messages in ctxkeel")) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++)
+        rc = read_message(ph, i, PyTuple_GET_ITEM(ph->snapshot, i));
+    Py_LeaveRecursiveCall();
+    return rc;
 }
 
 int ck_py_history_read_list(ck_py_history *ph, PyObject *messages) {
