@@ -85,6 +85,7 @@ typedef struct ck_module_state {
     /* Interned values written into new messages and blocks. */
     PyObject *s_tool_result;
     PyObject *role_names[CK_ROLE_OTHER]; /* "system" ... "tool", indexed by ck_role */
+    PyObject *tier_names[CK_TIER_EMERGENCY + 1]; /* ck_tier_name(), interned */
 
     /* Keys of the dicts that check_pairs returns. */
     PyObject *s_kind;
