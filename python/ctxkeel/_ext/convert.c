@@ -220,6 +220,11 @@ static const struct key_name {
 
 _Static_assert(K_COUNT == CK_PY_KEY_COUNT, "state.h: CK_PY_KEY_COUNT");
 
+/* The module's interned object for key `k`. */
+static PyObject *interned_key(const ck_module_state *st, key k) {
+    return *(PyObject *const *)(const void *)((const char *)st + key_names[k].state_offset);
+}
+
 /* How many dicts of a history lend the reader their key objects: enough for a message of
  * every shape near the start, few enough that a history of mixed origins does not pay for
  * passes that find nothing new. */
@@ -573,8 +578,7 @@ static int read_message(ck_py_history *ph, Py_ssize_t i, PyObject *msg) {
 int ck_py_history_init(ck_py_history *ph, ck_module_state *st) {
     memset(ph, 0, sizeof *ph);
     ph->st = st;
-    for (int k = 0; k < K_COUNT; k++)
-        ph->keys[k] = *(PyObject *const *)(const void *)((const char *)st + key_names[k].state_offset);
+    for (int k = 0; k < K_COUNT; k++) ph->keys[k] = interned_key(st, (key)k);
     /* Every str is taken from a Python str through UTF-8 encoding, which never produces
      * invalid UTF-8 (a lone surrogate fails to encode instead), so the core need not check. */
     ph->h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
