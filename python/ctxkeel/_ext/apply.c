@@ -45,10 +45,7 @@ static PyObject *bad_view(void) {
  * without an exception when the part has no item (it came from a string content). */
 static PyObject *source_item(const ck_py_history *ph, const ck_out_part *op) {
     if (op->src_msg >= (size_t)ph->n || op->part.host == CK_PY_HOST_WHOLE) return NULL;
-    PyObject *items = ph->src[op->src_msg].content;
-    if (!items || !PyTuple_Check(items) || op->part.host >= (uint32_t)PyTuple_GET_SIZE(items))
-        return NULL;
-    return PyTuple_GET_ITEM(items, (Py_ssize_t)op->part.host);
+    return ck_py_item(ph, ph->src[op->src_msg].content, op->part.host);
 }
 
 /* A new block for a part that has no source item: a tool_result block or a text block. */
@@ -83,8 +80,7 @@ error:
 /* The whole string content of source message `src_msg`, when it had one (borrowed). */
 static PyObject *source_string(const ck_py_history *ph, size_t src_msg) {
     if (src_msg >= (size_t)ph->n) return NULL;
-    PyObject *content = ph->src[src_msg].content;
-    return content && PyUnicode_Check(content) ? content : NULL;
+    return ph->src[src_msg].text;
 }
 
 /* The block for output part `op` inside a content list. */
@@ -193,13 +189,15 @@ static PyObject *build_tool_calls(const ck_py_history *ph, const ck_out_msg *m) 
     for (size_t k = 0; k < m->n_parts; k++) {
         const ck_out_part *op = &m->parts[k];
         if (!is_listed_call(op)) continue;
-        PyObject *calls = op->src_msg < (size_t)ph->n ? ph->src[op->src_msg].calls : NULL;
-        Py_ssize_t j = (Py_ssize_t)(op->part.host & (CK_PY_HOST_CALL - 1));
-        if (!calls || j >= PyTuple_GET_SIZE(calls)) {
+        PyObject *call =
+            op->src_msg < (size_t)ph->n
+                ? ck_py_item(ph, ph->src[op->src_msg].calls, op->part.host & (CK_PY_HOST_CALL - 1))
+                : NULL;
+        if (!call) {
             Py_DECREF(list);
             return bad_view();
         }
-        if (PyList_Append(list, PyTuple_GET_ITEM(calls, j)) < 0) {
+        if (PyList_Append(list, call) < 0) {
             Py_DECREF(list);
             return NULL;
         }
@@ -284,7 +282,11 @@ error:
 }
 
 PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format) {
+    const ck_module_state *st = ph->st;
     size_t n = ck_view_count(view);
+    /* Nothing changed (the usual case below the warn threshold): the messages themselves, in
+     * a list of their own. (A view of the first messages only is an identity too.) */
+    if (n == (size_t)ph->n && ck_view_is_identity(view)) return PySequence_List(ph->snapshot);
     if (n > (size_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
     PyObject *out = PyList_New((Py_ssize_t)n);
     if (!out) return NULL;
@@ -302,10 +304,17 @@ PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_form
             }
             item = ph->src[m.src].msg;
             Py_INCREF(item);
-        } else if (m.op == CK_OP_EDIT) {
-            item = edit_message(ph, &m, format);
         } else {
-            item = new_message(ph, &m, format);
+            /* "auto" is resolved on the first message that is made, not kept: a view that
+             * keeps every message needs no format, and finding it reads the whole history. */
+            ck_error err;
+            int rc = format == CK_FORMAT_AUTO ? ck_history_format(ph->h, format, &format, &err)
+                                              : CK_OK;
+            if (rc != CK_OK) {
+                ck_py_raise_core(st, rc, &err);
+                goto error;
+            }
+            item = m.op == CK_OP_EDIT ? edit_message(ph, &m, format) : new_message(ph, &m, format);
         }
         if (!item) goto error;
         PyList_SET_ITEM(out, (Py_ssize_t)i, item);

@@ -81,6 +81,13 @@ static ck_module_state *state_of(PyObject *op) {
     return (ck_module_state *)PyType_GetModuleState(Py_TYPE(op));
 }
 
+/* The name of tier `t` (a new reference to the interned str). */
+static PyObject *tier_name(const ck_module_state *st, ck_tier t) {
+    PyObject *name = st->tier_names[(unsigned)t <= CK_TIER_EMERGENCY ? t : CK_TIER_NONE];
+    Py_INCREF(name);
+    return name;
+}
+
 /* ---- option and argument conversion ------------------------------------------------------ */
 
 /* Raises InputError CK_EINVAL naming `name`, the way the core names a bad option. */
@@ -251,9 +258,7 @@ static int job_traverse(PyObject *op, visitproc visit, void *arg) {
     ck_py_compaction *job = (ck_py_compaction *)op;
     Py_VISIT(Py_TYPE(op));
     Py_VISIT((PyObject *)job->owner);
-    Py_VISIT(job->ph.snapshot);
-    Py_VISIT(job->ph.pins);
-    return 0;
+    return ck_py_history_traverse(&job->ph, visit, arg);
 }
 
 static int job_clear(PyObject *op) {
@@ -280,7 +285,7 @@ static PyObject *job_get_needs_summary(PyObject *op, void *closure) {
 static PyObject *job_get_tier(PyObject *op, void *closure) {
     (void)closure;
     ck_compaction *c = job_open((ck_py_compaction *)op);
-    return c ? PyUnicode_FromString(ck_tier_name(ck_compaction_tier(c))) : NULL;
+    return c ? tier_name(state_of(op), ck_compaction_tier(c)) : NULL;
 }
 
 static PyObject *job_get_snapshot(PyObject *op, void *closure) {
@@ -398,7 +403,7 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     }
     messages = ck_py_view_apply(&job->ph, view, job->format);
     if (!messages) goto done;
-    tier = PyUnicode_FromString(ck_tier_name(ck_compaction_tier(c)));
+    tier = tier_name(st, ck_compaction_tier(c));
     size_t record_len;
     const char *record_text = ck_compaction_record(c, &record_len);
     if (record_text) {
@@ -879,16 +884,39 @@ static int begin_in_core(ck_py_compactor *self, ck_py_compaction *job, uint64_t 
     return leave(self);
 }
 
-static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"messages", "tool_tokens", "extractive", NULL};
+/* The arguments of begin(messages, tool_tokens=0, /, *, extractive=False), read by hand from
+ * a vectorcall: begin() runs before every model call, and PyArg_ParseTupleAndKeywords took
+ * as long as reading a short history. Returns 0, or -1 with TypeError set. */
+static int begin_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      PyObject **messages, PyObject **tool_obj, int *extractive) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "begin() takes 1 or 2 positional arguments (%zd given)",
+                     nargs);
+        return -1;
+    }
+    *messages = args[0];
+    *tool_obj = nargs > 1 ? args[1] : NULL;
+    Py_ssize_t n_kw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < n_kw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        if (PyUnicode_CompareWithASCIIString(name, "extractive") != 0) {
+            PyErr_Format(PyExc_TypeError, "begin() got an unexpected keyword argument '%S'",
+                         name);
+            return -1;
+        }
+        if ((*extractive = PyObject_IsTrue(args[nargs + k])) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *compactor_begin(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
     ck_py_compactor *self = (ck_py_compactor *)op;
     ck_module_state *st = state_of(op);
-    PyObject *messages, *tool_obj = NULL;
+    PyObject *messages, *tool_obj;
     int extractive = 0;
     unsigned long long tool_tokens = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$p:begin", kwlist, &messages, &tool_obj,
-                                     &extractive))
-        return NULL;
+    if (begin_args(args, nargs, kwnames, &messages, &tool_obj, &extractive) < 0) return NULL;
     if (tool_obj &&
         to_uint(st, tool_obj, "tool_tokens", 0, UINT64_MAX, MSG_NOT_NEGATIVE, &tool_tokens) < 0)
         return NULL;
@@ -912,11 +940,13 @@ static PyObject *compactor_begin(PyObject *op, PyObject *args, PyObject *kwargs)
     PyObject_GC_Track((PyObject *)job);
     if (ck_py_history_init(&job->ph, st) < 0 || ck_py_history_read_list(&job->ph, messages) < 0)
         goto error;
-    /* The core resolves the format the same way; the binding needs it to shape new messages,
-     * and asking first gives the same error for a history that matches no format. */
+    /* The format new messages are shaped for is the option; apply.c resolves "auto" the way
+     * the core does, and only when a message is not kept (a history that matches no format
+     * fails in the core's begin already). */
+    job->format = self->format;
     ck_error err;
-    int rc = ck_history_format(job->ph.h, self->format, &job->format, &err);
-    if (rc == CK_OK && begin_in_core(self, job, tool_tokens, extractive, &rc, &err) < 0) goto error;
+    int rc;
+    if (begin_in_core(self, job, tool_tokens, extractive, &rc, &err) < 0) goto error;
     if (rc != CK_OK) {
         ck_py_raise_core(st, rc, &err);
         goto error;
@@ -1204,7 +1234,7 @@ static PyMethodDef compactor_methods[] = {
     {
         .ml_name = "begin",
         .ml_meth = (PyCFunction)(void (*)(void))compactor_begin,
-        .ml_flags = METH_VARARGS | METH_KEYWORDS,
+        .ml_flags = METH_FASTCALL | METH_KEYWORDS,
         .ml_doc = begin_doc,
     },
     {
@@ -1328,14 +1358,8 @@ int ck_py_compactor_init(PyObject *module, ck_module_state *st) {
     if (add_new(module, "Compaction", st->CompactionType) < 0) return -1;
     PyObject *tiers = PyTuple_New(CK_TIER_EMERGENCY + 1);
     if (!tiers) return -1;
-    for (int t = 0; t <= CK_TIER_EMERGENCY; t++) {
-        PyObject *name = PyUnicode_InternFromString(ck_tier_name((ck_tier)t));
-        if (!name) {
-            Py_DECREF(tiers);
-            return -1;
-        }
-        PyTuple_SET_ITEM(tiers, t, name);
-    }
+    for (int t = 0; t <= CK_TIER_EMERGENCY; t++)
+        PyTuple_SET_ITEM(tiers, t, tier_name(st, (ck_tier)t));
     if (add_new(module, "TIERS", tiers) < 0) return -1;
     return add_new(module, "CHECKPOINT_MARKER", PyUnicode_FromString(ck_checkpoint_marker()));
 }

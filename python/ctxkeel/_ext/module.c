@@ -169,6 +169,8 @@ static int ck_traverse(PyObject *module, visitproc visit, void *arg) {
     CK_PY_STATE_FIELDS(Py_VISIT, st);
     for (int k = 0; k < CK_ROLE_OTHER; k++)
         Py_VISIT(st->role_names[k]);
+    for (int k = 0; k <= CK_TIER_EMERGENCY; k++)
+        Py_VISIT(st->tier_names[k]);
     for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)
         Py_VISIT(st->issue_names[k]);
     for (int k = 0; k < CK_ANCHOR_COUNT; k++)
@@ -182,6 +184,8 @@ static int ck_clear(PyObject *module) {
     CK_PY_STATE_FIELDS(Py_CLEAR, st);
     for (int k = 0; k < CK_ROLE_OTHER; k++)
         Py_CLEAR(st->role_names[k]);
+    for (int k = 0; k <= CK_TIER_EMERGENCY; k++)
+        Py_CLEAR(st->tier_names[k]);
     for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)
         Py_CLEAR(st->issue_names[k]);
     for (int k = 0; k < CK_ANCHOR_COUNT; k++)
@@ -214,6 +218,8 @@ static int init_strings(ck_module_state *st) {
         return -1;
     for (int k = 0; k < CK_ROLE_OTHER; k++)
         if (intern(&st->role_names[k], roles[k]) < 0) return -1;
+    for (int k = 0; k <= CK_TIER_EMERGENCY; k++)
+        if (intern(&st->tier_names[k], ck_tier_name((ck_tier)k)) < 0) return -1;
     for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)
         if (intern(&st->issue_names[k], ck_pair_issue_name((ck_pair_issue)k)) < 0) return -1;
     for (int k = 0; k < CK_ANCHOR_COUNT; k++)

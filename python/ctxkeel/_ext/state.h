@@ -41,6 +41,9 @@
 #define CK_PY_HOST_CALL (1u << 24)
 #define CK_PY_HOST_INDEX_MAX ((Py_ssize_t)0xFFFFFE)
 
+/* How many keys of message dicts the reader reads (convert.c lists them). */
+#define CK_PY_KEY_COUNT 14
+
 /* Room for a place such as "messages[123].content[4].content[5].text". */
 #define CK_PY_WHERE_MAX 160
 
@@ -82,6 +85,7 @@ typedef struct ck_module_state {
     /* Interned values written into new messages and blocks. */
     PyObject *s_tool_result;
     PyObject *role_names[CK_ROLE_OTHER]; /* "system" ... "tool", indexed by ck_role */
+    PyObject *tier_names[CK_TIER_EMERGENCY + 1]; /* ck_tier_name(), interned */
 
     /* Keys of the dicts that check_pairs returns. */
     PyObject *s_kind;
@@ -134,11 +138,18 @@ PyObject *ck_py_raise_status(PyObject *module, PyObject *arg);
 
 /* ---- convert.c --------------------------------------------------------------------------- */
 
+/* The items of a list as they were when it was read: `n` objects pinned one after the other
+ * from pins[at] of the history (n is 0 when there was no list). */
+typedef struct ck_py_items {
+    Py_ssize_t at, n;
+} ck_py_items;
+
 /* What an output message may need from the source message it was made from. */
 typedef struct ck_py_source {
-    PyObject *msg;     /* the message dict */
-    PyObject *content; /* the content str, a tuple snapshot of the content list, or NULL */
-    PyObject *calls;   /* a tuple snapshot of the tool_calls list, or NULL */
+    PyObject *msg;       /* the message dict */
+    PyObject *text;      /* the content when it is a str, or NULL */
+    ck_py_items content; /* the items of the content list */
+    ck_py_items calls;   /* the items of the tool_calls list */
 } ck_py_source;
 
 /*
@@ -151,8 +162,14 @@ typedef struct ck_py_history {
     ck_module_state *st;
     ck_history *h;
     PyObject *snapshot; /* tuple: the message objects, as they were when reading began */
-    PyObject *pins;     /* list: every other object whose buffer or identity is borrowed */
-    ck_py_source *src;  /* one per message; the objects in it are pinned */
+    PyObject **pins;    /* strong references: every other object whose buffer or identity is
+                         * borrowed, and the items of the lists read (see ck_py_items) */
+    Py_ssize_t n_pins, cap_pins;
+    ck_py_source *src; /* one per message; the objects in it are pinned */
+    /* The key objects lookups use: the module's interned ones, or equal exact strs from the
+     * first dicts read (pinned); see convert.c. */
+    PyObject *keys[CK_PY_KEY_COUNT];
+    int dicts_met;
     Py_ssize_t n;
     int single; /* read from one message dict: places start with "message" */
 } ck_py_history;
@@ -170,6 +187,15 @@ int ck_py_history_read_message(ck_py_history *ph, PyObject *message);
 /* Releases the history and every pinned object. Safe on a history that failed halfway. */
 void ck_py_history_dispose(ck_py_history *ph);
 
+/* Visits the snapshot and every pinned object (for the tp_traverse of a type that holds a
+ * history). */
+int ck_py_history_traverse(const ck_py_history *ph, visitproc visit, void *arg);
+
+/* Item `k` of `items` (borrowed), or NULL when there is no such item. */
+static inline PyObject *ck_py_item(const ck_py_history *ph, ck_py_items items, size_t k) {
+    return k < (size_t)items.n ? ph->pins[items.at + (Py_ssize_t)k] : NULL;
+}
+
 /* Compact JSON text of `obj` (json.dumps with separators=(",", ":") and ensure_ascii=False).
  * Returns a new str, or NULL with the encoder's exception set. */
 PyObject *ck_py_compact_json(const ck_module_state *st, PyObject *obj);
@@ -177,8 +203,9 @@ PyObject *ck_py_compact_json(const ck_module_state *st, PyObject *obj);
 /* ---- apply.c ----------------------------------------------------------------------------- */
 
 /* The message list that `view` describes, built from the messages `ph` read, following
- * docs/mapping.md. Kept messages are the source objects themselves. Returns a new list, or
- * NULL with an exception set. */
+ * docs/mapping.md. Kept messages are the source objects themselves; new and edited ones are
+ * shaped for `format`, where CK_FORMAT_AUTO means the one ck_history_format() finds in `ph`.
+ * Returns a new list, or NULL with an exception set. */
 PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format);
 
 /* A new str from UTF-8 text that the core hands back (always valid UTF-8 here). */
@@ -266,7 +293,7 @@ typedef struct ck_py_compactor {
 
 /* _ext.Compaction: one compaction in progress. It owns the ck_compaction and the history the
  * compaction borrows, and holds the Python objects that history borrows from: the snapshot
- * tuple of the message list and the pins list of every str whose UTF-8 buffer was lent to the
+ * tuple of the message list and the pins of every str whose UTF-8 buffer was lent to the
  * core (see ck_py_history). So nothing the core reads can be freed while a summarizer runs,
  * whatever the caller does to its own lists and dicts meanwhile. */
 typedef struct ck_py_compaction {
@@ -274,7 +301,7 @@ typedef struct ck_py_compaction {
     ck_py_compactor *owner; /* strong reference; the ck_compaction points into owner->ck */
     ck_compaction *c;       /* NULL once closed */
     ck_py_history ph;
-    ck_format format; /* the resolved format, which new messages are shaped for */
+    ck_format format; /* the format option, which new messages are shaped for ("auto": found) */
     int holds_busy;   /* this job set owner->busy and must clear it */
     int done_in_core; /* begun with extractive=True: the core finished it already */
     int in_core;      /* a core call on `c` runs (request, finish): close() must wait */
