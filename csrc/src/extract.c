@@ -781,30 +781,89 @@ int ck__is_rule_line(const char *line, size_t len) {
  * only with "uncaught "/"unhandled " before it; or as an exit code whose number follows. */
 enum { FAIL_PLAIN, FAIL_NOT_ZERO, FAIL_UNCAUGHT, FAIL_EXIT };
 
-static const struct fail_signal {
-    const char *text;
-    int how;
-} fail_signals[] = {
-    {"error:", FAIL_PLAIN},           {"errors occurred", FAIL_PLAIN},
-    {"exception:", FAIL_PLAIN},       {"exception in thread", FAIL_PLAIN},
-    {"exception", FAIL_UNCAUGHT},     {"failed", FAIL_NOT_ZERO},
-    {"failure", FAIL_NOT_ZERO},       {"fatal:", FAIL_PLAIN},
-    {"fatal error", FAIL_PLAIN},      {"traceback (", FAIL_PLAIN},
-    {"traceback:", FAIL_PLAIN},       {"panic:", FAIL_PLAIN},
-    {"panicked", FAIL_PLAIN},         {"permission denied", FAIL_PLAIN},
-    {"command not found", FAIL_PLAIN}, {"cannot access", FAIL_PLAIN},
-    {"no such file", FAIL_PLAIN},     {"no replacement was performed", FAIL_PLAIN},
-    {"non-zero exit", FAIL_PLAIN},    {"returned non-zero", FAIL_PLAIN},
-    {"segmentation fault", FAIL_PLAIN}, {"make: ***", FAIL_PLAIN},
-    {"exit code", FAIL_EXIT},         {"exit_code", FAIL_EXIT},
-    {"exit status", FAIL_EXIT},       {"cmake error", FAIL_PLAIN},
-    {"error[", FAIL_PLAIN},           {"unable to locate", FAIL_PLAIN},
+typedef struct fail_signal {
+    const char *text; /* lower case */
+    unsigned char len, how;
+} fail_signal;
+
+#define FAIL_SIG(text, how) {text, (unsigned char)(sizeof(text) - 1), how}
+#define FAIL_END {NULL, 0, 0}
+
+/* The signals grouped by their first letter. Each group ends with FAIL_END. */
+static const fail_signal fail_c[] = {
+    FAIL_SIG("cannot access", FAIL_PLAIN),
+    FAIL_SIG("cmake error", FAIL_PLAIN),
+    FAIL_SIG("command not found", FAIL_PLAIN),
+    FAIL_END,
+};
+static const fail_signal fail_e[] = {
+    FAIL_SIG("error:", FAIL_PLAIN),
+    FAIL_SIG("error[", FAIL_PLAIN),
+    FAIL_SIG("errors occurred", FAIL_PLAIN),
+    FAIL_SIG("exception:", FAIL_PLAIN),
+    FAIL_SIG("exception in thread", FAIL_PLAIN),
+    FAIL_SIG("exception", FAIL_UNCAUGHT),
+    FAIL_SIG("exit code", FAIL_EXIT),
+    FAIL_SIG("exit_code", FAIL_EXIT),
+    FAIL_SIG("exit status", FAIL_EXIT),
+    FAIL_END,
+};
+static const fail_signal fail_f[] = {
+    FAIL_SIG("failed", FAIL_NOT_ZERO),
+    FAIL_SIG("failure", FAIL_NOT_ZERO),
+    FAIL_SIG("fatal:", FAIL_PLAIN),
+    FAIL_SIG("fatal error", FAIL_PLAIN),
+    FAIL_END,
+};
+static const fail_signal fail_m[] = {FAIL_SIG("make: ***", FAIL_PLAIN), FAIL_END};
+static const fail_signal fail_n[] = {
+    FAIL_SIG("no such file", FAIL_PLAIN),
+    FAIL_SIG("no replacement was performed", FAIL_PLAIN),
+    FAIL_SIG("non-zero exit", FAIL_PLAIN),
+    FAIL_END,
+};
+static const fail_signal fail_p[] = {
+    FAIL_SIG("panic:", FAIL_PLAIN),
+    FAIL_SIG("panicked", FAIL_PLAIN),
+    FAIL_SIG("permission denied", FAIL_PLAIN),
+    FAIL_END,
+};
+static const fail_signal fail_r[] = {FAIL_SIG("returned non-zero", FAIL_PLAIN), FAIL_END};
+static const fail_signal fail_s[] = {FAIL_SIG("segmentation fault", FAIL_PLAIN), FAIL_END};
+static const fail_signal fail_t[] = {
+    FAIL_SIG("traceback (", FAIL_PLAIN),
+    FAIL_SIG("traceback:", FAIL_PLAIN),
+    FAIL_END,
+};
+static const fail_signal fail_u[] = {FAIL_SIG("unable to locate", FAIL_PLAIN), FAIL_END};
+
+/* The scan runs over every byte it reads, so it first looks a byte up by its low five bits,
+ * which a letter shares with its other case: the group of signals starting with that letter,
+ * and the set of second letters they go on with, again by low five bits. Only a pair of bytes
+ * in that set, rare in real output, is compared with the group's signals; the comparison
+ * itself rejects the non-letters that share the bits. */
+#define FAIL_BIT(c) (1u << ((unsigned char)(c) & 31))
+static const struct fail_group {
+    uint32_t second;
+    const fail_signal *signals;
+} fail_groups[32] = {
+    ['c' & 31] = {FAIL_BIT('a') | FAIL_BIT('m') | FAIL_BIT('o'), fail_c},
+    ['e' & 31] = {FAIL_BIT('r') | FAIL_BIT('x'), fail_e},
+    ['f' & 31] = {FAIL_BIT('a'), fail_f},
+    ['m' & 31] = {FAIL_BIT('a'), fail_m},
+    ['n' & 31] = {FAIL_BIT('o'), fail_n},
+    ['p' & 31] = {FAIL_BIT('a') | FAIL_BIT('e'), fail_p},
+    ['r' & 31] = {FAIL_BIT('e'), fail_r},
+    ['s' & 31] = {FAIL_BIT('e'), fail_s},
+    ['t' & 31] = {FAIL_BIT('r'), fail_t},
+    ['u' & 31] = {FAIL_BIT('n'), fail_u},
 };
 
 /* The number after "exit code" (blanks, ':', '=' and quotes skipped): 1 for a non-zero code,
  * 0 for zero, -1 when no number follows. */
 static int fail_exit_value(const char *s, size_t n, size_t i) {
-    while (i < n && strchr(" \t:=\"", s[i]) && s[i]) i++;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == ':' || s[i] == '=' || s[i] == '"'))
+        i++;
     if (i + 1 < n && s[i] == '-' && ext_digit((unsigned char)s[i + 1])) return 1;
     if (i >= n || !ext_digit((unsigned char)s[i])) return -1;
     int nonzero = 0;
@@ -812,18 +871,25 @@ static int fail_exit_value(const char *s, size_t n, size_t i) {
     return nonzero;
 }
 
+/* True when sig matches at s, which has `room` bytes. */
+static int fail_matches(const char *s, size_t room, const fail_signal *sig) {
+    if (sig->len > room) return 0;
+    for (size_t k = 0; k < sig->len; k++)
+        if (ext_lower((unsigned char)s[k]) != (unsigned char)sig->text[k]) return 0;
+    return 1;
+}
+
 /* Looks for signals starting in s[from..to) (a match may run past `to`, never past `n`).
- * found[0]: a text signal; found[1]: an exit code 0; found[2]: a non-zero exit code. */
+ * found[0]: a text signal; found[1]: an exit code 0; found[2]: a non-zero exit code, which
+ * settles the answer, so the scan stops there. */
 static void fail_scan(const char *s, size_t n, size_t from, size_t to, int found[3]) {
-    for (size_t i = from; i < to; i++) {
-        unsigned char c = ext_lower((unsigned char)s[i]);
-        if (!strchr("efptcnrsmu", c) || !c) continue;
-        for (size_t k = 0; k < sizeof fail_signals / sizeof fail_signals[0]; k++) {
-            const struct fail_signal *sig = &fail_signals[k];
-            if ((unsigned char)sig->text[0] != c || !ext_prefix_ci(s + i, n - i, sig->text))
-                continue;
+    for (size_t i = from; i < to && i + 1 < n && !found[2]; i++) {
+        const struct fail_group *g = &fail_groups[(unsigned char)s[i] & 31];
+        if (!(g->second & FAIL_BIT(s[i + 1]))) continue;
+        for (const fail_signal *sig = g->signals; sig->len; sig++) {
+            if (!fail_matches(s + i, n - i, sig)) continue;
             if (sig->how == FAIL_EXIT) {
-                int v = fail_exit_value(s, n, i + strlen(sig->text));
+                int v = fail_exit_value(s, n, i + sig->len);
                 if (v >= 0) found[1 + v] = 1;
             } else if (sig->how == FAIL_NOT_ZERO) {
                 found[0] |= !(i >= 2 && s[i - 1] == ' ' && s[i - 2] == '0' &&

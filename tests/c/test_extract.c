@@ -544,6 +544,118 @@ TEST(failure_detection) {
     free(big);
 }
 
+/* ck__looks_failed() on exactly `n` bytes of `s` (a copy, so a sanitizer sees any overread). */
+static int failed_n(const char *s, size_t n) {
+    char *copy = malloc(n ? n : 1);
+    memcpy(copy, s, n);
+    int r = ck__looks_failed(copy, n, 0);
+    free(copy);
+    return r;
+}
+
+/* `s` with every letter upper-cased (mode 1) or every other one (mode 2), into out. */
+static void recase(const char *s, int mode, char *out) {
+    size_t i = 0;
+    for (; s[i]; i++) {
+        int up = mode == 1 || (mode == 2 && i % 2);
+        out[i] = up && s[i] >= 'a' && s[i] <= 'z' ? (char)(s[i] - 'a' + 'A') : s[i];
+    }
+    out[i] = '\0';
+}
+
+/* Every signal counts in any case, alone in its buffer, first, last or in the middle of a
+ * line, and after multi-byte UTF-8; cut by its last byte, or with its first byte swapped for
+ * one that shares the low five bits (the scan's first filter), it does not. */
+TEST(failure_signals_everywhere) {
+    static const char *const signals[] = {
+        "error:", "error[", "errors occurred", "exception:", "exception in thread", "failed",
+        "failure", "fatal:", "fatal error", "traceback (", "traceback:", "panic:", "panicked",
+        "permission denied", "command not found", "cannot access", "no such file",
+        "no replacement was performed", "non-zero exit", "returned non-zero",
+        "segmentation fault", "make: ***", "cmake error", "unable to locate",
+        "uncaught exception", "unhandled exception", "exit code 1", "exit_code=2",
+        "exit status: 3",
+    };
+    char sig[64], buf[160];
+    for (size_t k = 0; k < sizeof signals / sizeof signals[0]; k++) {
+        for (int mode = 0; mode < 3; mode++) {
+            recase(signals[k], mode, sig);
+            size_t n = strlen(sig);
+            OK(failed_n(sig, n));
+            OK(!failed_n(sig, n - 1));
+            int len = snprintf(buf, sizeof buf, "%s and more", sig);
+            OK(failed_n(buf, (size_t)len));
+            len = snprintf(buf, sizeof buf, "all was fine until %s", sig);
+            OK(failed_n(buf, (size_t)len));
+            len = snprintf(buf, sizeof buf, "\xe7\xbc\x96\xe8\xaf\x91%s\xe5\xa4\xb1\xe8\xb4\xa5",
+                           sig);
+            OK(failed_n(buf, (size_t)len));
+            for (unsigned flip = 0x40; flip <= 0xC0; flip += 0x40) {
+                memcpy(buf, sig, n + 1);
+                buf[0] = (char)((unsigned char)buf[0] ^ flip);
+                OK(!failed_n(buf, n));
+            }
+        }
+    }
+    /* An exit code needs its number; zero clears the text signals, unless another is not. */
+    OK(!failed("exit code", 0));
+    OK(!failed("exit code ", 0));
+    OK(!failed("exit code -", 0));
+    OK(failed("EXIT CODE: -2", 0));
+    OK(failed("\"Exit_Code\": \"7\"", 0));
+    OK(!failed("exit status:\t=\"0\"", 0));
+    OK(!failed("exit code 0 and exit status 0", 0));
+    OK(failed("exit code 0 and exit status 10", 0));
+    /* "0 failed" is a count of none, with or without capitals, unless another digit leads. */
+    OK(!failed("0 failed", 0));
+    OK(!failed("0 FAILED", 0));
+    OK(!failed("0 Failures", 0));
+    OK(!failed("passed: 3, 0 failed", 0));
+    OK(failed("20 failed", 0));
+    OK(failed("0  failed", 0));
+    OK(failed("0failed", 0));
+    OK(!failed("a0 failed", 0));
+    /* "exception" alone is only a failure when uncaught or unhandled. */
+    OK(!failed("exception", 0));
+    OK(!failed("caught exception", 0));
+    OK(!failed("uncaught  exception", 0));
+    OK(!failed("unhandledexception", 0));
+    OK(failed("UNHANDLED EXCEPTION", 0));
+    /* Text made only of bytes that pass the first filter but no signal. */
+    OK(!failed("%r&a-a.o0a2e3e4r5n #o#m", 0));
+    OK(!failed("\xe5\xf2\xe6\xe1 \xc5\xd2 erro fata pani", 0));
+}
+
+/* A large output is read in its first and last FAIL_SCAN (4096) bytes: a signal that starts
+ * in either window counts, even where it runs out of it; one that starts outside does not. */
+TEST(failure_scan_windows) {
+    enum { W = 4096, N = 3 * W };
+    static const char sig[] = "Traceback (";
+    const size_t len = sizeof sig - 1;
+    const size_t at[] = {0, W - len, W - 1, W, N / 2, N - W - 1, N - W, N - len};
+    const int hit[] = {1, 1, 1, 0, 0, 0, 1, 1};
+    char *big = malloc(N);
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        memset(big, 'x', N);
+        memcpy(big + at[k], sig, len);
+        INT_EQ(ck__looks_failed(big, N, 0), hit[k]);
+    }
+    /* Up to twice the window, everything is read. */
+    memset(big, 'x', N);
+    memcpy(big + W, sig, len);
+    OK(ck__looks_failed(big, 2 * W, 0));
+    OK(!ck__looks_failed(big, 2 * W + 1, 0));
+    /* An exit code that starts just before the tail window is not read, so it cannot clear an
+     * error; one inside the window can. */
+    memset(big, ' ', N);
+    memcpy(big + N - W - 4, "exit code 0", 11);
+    memcpy(big, "error:", 6);
+    OK(ck__looks_failed(big, N, 0));
+    memcpy(big + N - 11, "exit code 0", 11);
+    OK(!ck__looks_failed(big, N, 0));
+    free(big);
+}
+
 /* ---- extractive summarizer ---- */
 
 static const char *scripted =
@@ -897,6 +1009,7 @@ HARNESS_MAIN(RUN(clip_cuts_at_boundaries) RUN(ident_paths) RUN(ident_urls)
              RUN(ident_nul_and_long_tokens) RUN(ident_ranking) RUN(ident_render)
              RUN(ident_hostile) RUN(file_op_named_tools) RUN(file_op_editor_commands)
              RUN(file_op_borrows_or_copies) RUN(file_op_shell_commands) RUN(rule_lines)
-             RUN(failure_detection) RUN(extractive_scripted) RUN(extractive_anthropic)
+             RUN(failure_detection) RUN(failure_signals_everywhere)
+             RUN(failure_scan_windows) RUN(extractive_scripted) RUN(extractive_anthropic)
              RUN(extractive_budget) RUN(extractive_hostile) RUN(extractive_corpus)
              RUN(fail_each_alloc))
