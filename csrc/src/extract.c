@@ -787,76 +787,41 @@ typedef struct fail_signal {
 } fail_signal;
 
 #define FAIL_SIG(text, how) {text, (unsigned char)(sizeof(text) - 1), how}
-#define FAIL_END {NULL, 0, 0}
+#define FAIL_LIST(...) ((const fail_signal[]){__VA_ARGS__, {NULL, 0, 0}})
+#define FAIL_PAIR(a, b) [((a) & 31) << 5 | ((b) & 31)]
 
-/* The signals grouped by their first letter. Each group ends with FAIL_END. */
-static const fail_signal fail_c[] = {
-    FAIL_SIG("cannot access", FAIL_PLAIN),
-    FAIL_SIG("cmake error", FAIL_PLAIN),
-    FAIL_SIG("command not found", FAIL_PLAIN),
-    FAIL_END,
-};
-static const fail_signal fail_e[] = {
-    FAIL_SIG("error:", FAIL_PLAIN),
-    FAIL_SIG("error[", FAIL_PLAIN),
-    FAIL_SIG("errors occurred", FAIL_PLAIN),
-    FAIL_SIG("exception:", FAIL_PLAIN),
-    FAIL_SIG("exception in thread", FAIL_PLAIN),
-    FAIL_SIG("exception", FAIL_UNCAUGHT),
-    FAIL_SIG("exit code", FAIL_EXIT),
-    FAIL_SIG("exit_code", FAIL_EXIT),
-    FAIL_SIG("exit status", FAIL_EXIT),
-    FAIL_END,
-};
-static const fail_signal fail_f[] = {
-    FAIL_SIG("failed", FAIL_NOT_ZERO),
-    FAIL_SIG("failure", FAIL_NOT_ZERO),
-    FAIL_SIG("fatal:", FAIL_PLAIN),
-    FAIL_SIG("fatal error", FAIL_PLAIN),
-    FAIL_END,
-};
-static const fail_signal fail_m[] = {FAIL_SIG("make: ***", FAIL_PLAIN), FAIL_END};
-static const fail_signal fail_n[] = {
-    FAIL_SIG("no such file", FAIL_PLAIN),
-    FAIL_SIG("no replacement was performed", FAIL_PLAIN),
-    FAIL_SIG("non-zero exit", FAIL_PLAIN),
-    FAIL_END,
-};
-static const fail_signal fail_p[] = {
-    FAIL_SIG("panic:", FAIL_PLAIN),
-    FAIL_SIG("panicked", FAIL_PLAIN),
-    FAIL_SIG("permission denied", FAIL_PLAIN),
-    FAIL_END,
-};
-static const fail_signal fail_r[] = {FAIL_SIG("returned non-zero", FAIL_PLAIN), FAIL_END};
-static const fail_signal fail_s[] = {FAIL_SIG("segmentation fault", FAIL_PLAIN), FAIL_END};
-static const fail_signal fail_t[] = {
-    FAIL_SIG("traceback (", FAIL_PLAIN),
-    FAIL_SIG("traceback:", FAIL_PLAIN),
-    FAIL_END,
-};
-static const fail_signal fail_u[] = {FAIL_SIG("unable to locate", FAIL_PLAIN), FAIL_END};
-
-/* The scan runs over every byte it reads, so it first looks a byte up by its low five bits,
- * which a letter shares with its other case: the group of signals starting with that letter,
- * and the set of second letters they go on with, again by low five bits. Only a pair of bytes
- * in that set, rare in real output, is compared with the group's signals; the comparison
- * itself rejects the non-letters that share the bits. */
-#define FAIL_BIT(c) (1u << ((unsigned char)(c) & 31))
-static const struct fail_group {
-    uint32_t second;
-    const fail_signal *signals;
-} fail_groups[32] = {
-    ['c' & 31] = {FAIL_BIT('a') | FAIL_BIT('m') | FAIL_BIT('o'), fail_c},
-    ['e' & 31] = {FAIL_BIT('r') | FAIL_BIT('x'), fail_e},
-    ['f' & 31] = {FAIL_BIT('a'), fail_f},
-    ['m' & 31] = {FAIL_BIT('a'), fail_m},
-    ['n' & 31] = {FAIL_BIT('o'), fail_n},
-    ['p' & 31] = {FAIL_BIT('a') | FAIL_BIT('e'), fail_p},
-    ['r' & 31] = {FAIL_BIT('e'), fail_r},
-    ['s' & 31] = {FAIL_BIT('e'), fail_s},
-    ['t' & 31] = {FAIL_BIT('r'), fail_t},
-    ['u' & 31] = {FAIL_BIT('n'), fail_u},
+/* The scan runs over every byte it reads, so it looks up each pair of bytes by the low five
+ * bits of each, which a letter shares with its other case: the signals that start with those
+ * two letters, NULL for most pairs. Only those few are compared with the text; the comparison
+ * itself rejects the non-letters that share the bits. Each list ends with an empty entry. */
+static const fail_signal *const fail_pairs[32 * 32] = {
+    FAIL_PAIR('c', 'a') = FAIL_LIST(FAIL_SIG("cannot access", FAIL_PLAIN)),
+    FAIL_PAIR('c', 'm') = FAIL_LIST(FAIL_SIG("cmake error", FAIL_PLAIN)),
+    FAIL_PAIR('c', 'o') = FAIL_LIST(FAIL_SIG("command not found", FAIL_PLAIN)),
+    FAIL_PAIR('e', 'r') = FAIL_LIST(FAIL_SIG("error:", FAIL_PLAIN), FAIL_SIG("error[", FAIL_PLAIN),
+                                    FAIL_SIG("errors occurred", FAIL_PLAIN)),
+    FAIL_PAIR('e', 'x') = FAIL_LIST(FAIL_SIG("exception:", FAIL_PLAIN),
+                                    FAIL_SIG("exception in thread", FAIL_PLAIN),
+                                    FAIL_SIG("exception", FAIL_UNCAUGHT),
+                                    FAIL_SIG("exit code", FAIL_EXIT),
+                                    FAIL_SIG("exit_code", FAIL_EXIT),
+                                    FAIL_SIG("exit status", FAIL_EXIT)),
+    FAIL_PAIR('f', 'a') = FAIL_LIST(FAIL_SIG("failed", FAIL_NOT_ZERO),
+                                    FAIL_SIG("failure", FAIL_NOT_ZERO),
+                                    FAIL_SIG("fatal:", FAIL_PLAIN),
+                                    FAIL_SIG("fatal error", FAIL_PLAIN)),
+    FAIL_PAIR('m', 'a') = FAIL_LIST(FAIL_SIG("make: ***", FAIL_PLAIN)),
+    FAIL_PAIR('n', 'o') = FAIL_LIST(FAIL_SIG("no such file", FAIL_PLAIN),
+                                    FAIL_SIG("no replacement was performed", FAIL_PLAIN),
+                                    FAIL_SIG("non-zero exit", FAIL_PLAIN)),
+    FAIL_PAIR('p', 'a') = FAIL_LIST(FAIL_SIG("panic:", FAIL_PLAIN),
+                                    FAIL_SIG("panicked", FAIL_PLAIN)),
+    FAIL_PAIR('p', 'e') = FAIL_LIST(FAIL_SIG("permission denied", FAIL_PLAIN)),
+    FAIL_PAIR('r', 'e') = FAIL_LIST(FAIL_SIG("returned non-zero", FAIL_PLAIN)),
+    FAIL_PAIR('s', 'e') = FAIL_LIST(FAIL_SIG("segmentation fault", FAIL_PLAIN)),
+    FAIL_PAIR('t', 'r') = FAIL_LIST(FAIL_SIG("traceback (", FAIL_PLAIN),
+                                    FAIL_SIG("traceback:", FAIL_PLAIN)),
+    FAIL_PAIR('u', 'n') = FAIL_LIST(FAIL_SIG("unable to locate", FAIL_PLAIN)),
 };
 
 /* The number after "exit code" (blanks, ':', '=' and quotes skipped): 1 for a non-zero code,
@@ -879,28 +844,37 @@ static int fail_matches(const char *s, size_t room, const fail_signal *sig) {
     return 1;
 }
 
+/* Notes what the signals in `sig` that match at s[i] say. */
+static void fail_note(const char *s, size_t n, size_t i, const fail_signal *sig, int found[3]) {
+    for (; sig->len; sig++) {
+        if (!fail_matches(s + i, n - i, sig)) continue;
+        if (sig->how == FAIL_EXIT) {
+            int v = fail_exit_value(s, n, i + sig->len);
+            if (v >= 0) found[1 + v] = 1;
+        } else if (sig->how == FAIL_NOT_ZERO) {
+            found[0] |= !(i >= 2 && s[i - 1] == ' ' && s[i - 2] == '0' &&
+                          (i < 3 || !ext_digit((unsigned char)s[i - 3])));
+        } else if (sig->how == FAIL_UNCAUGHT) {
+            found[0] |= (i >= 9 && ext_prefix_ci(s + i - 9, 9, "uncaught ")) ||
+                        (i >= 10 && ext_prefix_ci(s + i - 10, 10, "unhandled "));
+        } else {
+            found[0] = 1;
+        }
+    }
+}
+
 /* Looks for signals starting in s[from..to) (a match may run past `to`, never past `n`).
  * found[0]: a text signal; found[1]: an exit code 0; found[2]: a non-zero exit code, which
- * settles the answer, so the scan stops there. */
+ * settles the answer, so the scan stops there. The loop only looks up pairs of bytes (every
+ * signal is longer than two), which keeps it to a few instructions a byte. */
 static void fail_scan(const char *s, size_t n, size_t from, size_t to, int found[3]) {
-    for (size_t i = from; i < to && i + 1 < n && !found[2]; i++) {
-        const struct fail_group *g = &fail_groups[(unsigned char)s[i] & 31];
-        if (!(g->second & FAIL_BIT(s[i + 1]))) continue;
-        for (const fail_signal *sig = g->signals; sig->len; sig++) {
-            if (!fail_matches(s + i, n - i, sig)) continue;
-            if (sig->how == FAIL_EXIT) {
-                int v = fail_exit_value(s, n, i + sig->len);
-                if (v >= 0) found[1 + v] = 1;
-            } else if (sig->how == FAIL_NOT_ZERO) {
-                found[0] |= !(i >= 2 && s[i - 1] == ' ' && s[i - 2] == '0' &&
-                              (i < 3 || !ext_digit((unsigned char)s[i - 3])));
-            } else if (sig->how == FAIL_UNCAUGHT) {
-                found[0] |= (i >= 9 && ext_prefix_ci(s + i - 9, 9, "uncaught ")) ||
-                            (i >= 10 && ext_prefix_ci(s + i - 10, 10, "unhandled "));
-            } else {
-                found[0] = 1;
-            }
-        }
+    if (to > n - (n > 0)) to = n - (n > 0);
+    for (size_t i = from; i < to; i++) {
+        const fail_signal *sig = fail_pairs[((unsigned char)s[i] & 31) << 5 |
+                                            ((unsigned char)s[i + 1] & 31)];
+        if (!sig) continue;
+        fail_note(s, n, i, sig, found);
+        if (found[2]) return;
     }
 }
 
