@@ -416,13 +416,22 @@ static int ident_token(ck__idents *s, const char *t, size_t n, size_t seq) {
     return named ? idents_put(s, u, un, seq, 1) : CK_OK;
 }
 
+/* Every kind of identifier has one of these bytes: '/' (paths), ':' (URLs), '#', '-', a digit
+ * or a capital (tickets, UUIDs, hashes, error codes, errno names). Most tokens of prose and
+ * code have none, and are skipped without being classified. */
+static int ident_mark(unsigned char c) {
+    return ext_digit(c) || ext_upper(c) || c == '/' || c == ':' || c == '#' || c == '-';
+}
+
 int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq) {
     if (!s) return CK_EINVAL;
     for (size_t i = 0; i < len;) {
         while (i < len && ident_delim((unsigned char)text[i])) i++;
         size_t start = i;
-        while (i < len && !ident_delim((unsigned char)text[i])) i++;
-        if (i == start || i - start > IDENT_MAX) continue;
+        int marked = 0;
+        for (; i < len && !ident_delim((unsigned char)text[i]); i++)
+            marked |= ident_mark((unsigned char)text[i]);
+        if (i == start || i - start > IDENT_MAX || !marked) continue;
         int rc = ident_token(s, text + start, i - start, seq);
         if (rc) return rc;
     }

@@ -147,6 +147,8 @@ TEST(ident_hashes_and_uuids) {
     IDS("3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e", "", "3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e");
     IDS("id 123e4567-e89b-12d3-a456-426614174000.", "", "123e4567-e89b-12d3-a456-426614174000");
     IDS("HEAD is now at 0f9e8d7: msg", "", "0f9e8d7");
+    /* A UUID may have no digit at all: its dashes are what make it a candidate. */
+    IDS("run abcdefab-cdef-abcd-efab-cdefabcdefab ok", "", "abcdefab-cdef-abcd-efab-cdefabcdefab");
     /* Too short, too long, no digit, no letter, upper case, not hex, wrong dashes. */
     NO_IDS("1234567 deadbeef abcdef a1b2c3 A1B2C3D4 g1b2c3d4 0x1234abcd");
     NO_IDS("3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e1");
