@@ -139,6 +139,14 @@ TEST(warn_offloads_outside_the_tail) {
     /* The tail (the last 4 messages and their turn) keeps its output. */
     OK(rec && !strstr(rec, "\"tool_call_id\":\"call_6\""));
     OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
+    /* Counts are written as plain decimal integers, as cJSON prints them. */
+    char want[96];
+    snprintf(want, sizeof want,
+             "\"tokens_before\":%llu,\"tokens_after\":%llu,\"msgs_before\":%zu,",
+             (unsigned long long)ck_compaction_tokens_before(c),
+             (unsigned long long)ck_compaction_tokens_after(c), ck_history_count(h));
+    OK(rec && strstr(rec, want));
+    OK(rec && strstr(rec, "\"bytes\":6025,\"lines\":1}"));
     char *out = view_json(h, c);
     OK(out && strstr(out, "[ctxkeel: tool output offloaded]"));
     INT_EQ(count_issues(out, CK_FORMAT_AUTO, -1), 0);
