@@ -238,17 +238,38 @@ int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsign
     return idents_put(s, id, len, seq, count ? count : 1);
 }
 
-/* Bytes that end a candidate token: blanks, control bytes, quotes, brackets, backslashes
- * (JSON escapes), and every non-ASCII byte, so a token is plain ASCII and can never split a
- * UTF-8 sequence. Called on every byte of every scanned text, so a table, not strchr(). */
-static int ident_delim(unsigned char c) {
-    static const unsigned char punct[128] = {
-        ['"'] = 1, ['\''] = 1, ['`'] = 1, ['<'] = 1, ['>'] = 1, ['('] = 1, [')'] = 1,
-        ['['] = 1, [']'] = 1, ['{'] = 1, ['}'] = 1, ['|'] = 1, [','] = 1, [';'] = 1,
-        ['\\'] = 1,
-    };
-    return c <= ' ' || c >= 0x7f || punct[c];
-}
+/* What the scanner, which reads every byte of every scanned text, needs to know of a byte, in
+ * one table lookup. IDENT_END: the byte ends a candidate token: blanks, control bytes, quotes,
+ * brackets, backslashes (JSON escapes), and every non-ASCII byte, so a token is plain ASCII
+ * and can never split a UTF-8 sequence. IDENT_MARK: every kind of identifier has one of these:
+ * '/' (paths), ':' (URLs), '#', '-', a digit or a capital (tickets, UUIDs, hashes, error
+ * codes, errno names); most tokens of prose and code have none and are skipped unclassified.
+ * IDENT_SEP: ':' and '=', which split a token into pieces (and ':' starts a URL scheme's
+ * "://"); a token without one is a single piece. The table is generated from the predicates
+ * at compile time. */
+enum { IDENT_END = 1, IDENT_MARK = 2, IDENT_SEP = 4 };
+#define IDENT_PUNCT(c)                                                                         \
+    ((c) == '"' || (c) == '\'' || (c) == '`' || (c) == '<' || (c) == '>' || (c) == '(' ||      \
+     (c) == ')' || (c) == '[' || (c) == ']' || (c) == '{' || (c) == '}' || (c) == '|' ||        \
+     (c) == ',' || (c) == ';' || (c) == '\\')
+#define IDENT_MARKS(c)                                                                         \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'A' && (c) <= 'Z') || (c) == '/' || (c) == ':' ||   \
+     (c) == '#' || (c) == '-')
+#define IDENT_CLASS(c)                                                                         \
+    ((c) <= ' ' || (c) >= 0x7f || IDENT_PUNCT(c)                                               \
+         ? IDENT_END                                                                           \
+         : (IDENT_MARKS(c) ? IDENT_MARK : 0) | ((c) == ':' || (c) == '=' ? IDENT_SEP : 0))
+#define IDENT_ROW(r)                                                                           \
+    IDENT_CLASS(r), IDENT_CLASS(r + 1), IDENT_CLASS(r + 2), IDENT_CLASS(r + 3),                \
+        IDENT_CLASS(r + 4), IDENT_CLASS(r + 5), IDENT_CLASS(r + 6), IDENT_CLASS(r + 7),        \
+        IDENT_CLASS(r + 8), IDENT_CLASS(r + 9), IDENT_CLASS(r + 10), IDENT_CLASS(r + 11),      \
+        IDENT_CLASS(r + 12), IDENT_CLASS(r + 13), IDENT_CLASS(r + 14), IDENT_CLASS(r + 15)
+static const unsigned char ident_class[256] = {
+    IDENT_ROW(0x00), IDENT_ROW(0x10), IDENT_ROW(0x20), IDENT_ROW(0x30),
+    IDENT_ROW(0x40), IDENT_ROW(0x50), IDENT_ROW(0x60), IDENT_ROW(0x70),
+    IDENT_ROW(0x80), IDENT_ROW(0x90), IDENT_ROW(0xA0), IDENT_ROW(0xB0),
+    IDENT_ROW(0xC0), IDENT_ROW(0xD0), IDENT_ROW(0xE0), IDENT_ROW(0xF0),
+};
 
 static int ident_hex(unsigned char c) {
     return ext_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -282,8 +303,9 @@ static int ident_path(const char *p, size_t *pn) {
     if (n < 3) return 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
-        if ((!ext_alnum(c) && !strchr("._-/~+@%", c)) || (c == '/' && i + 1 < n && p[i + 1] == '/'))
-            return 0;
+        int other = c == '.' || c == '_' || c == '-' || c == '/' || c == '~' || c == '+' ||
+                    c == '@' || c == '%';
+        if ((!ext_alnum(c) && !other) || (c == '/' && i + 1 < n && p[i + 1] == '/')) return 0;
         letter += ext_alpha(c);
     }
     for (size_t i = 0; i <= n; i++) {
@@ -378,7 +400,7 @@ static int ident_ticket(const char *p, size_t n) {
 /* Classifies one piece of a token (a token split at ':' and '=') and adds what it is. */
 static int ident_piece(ck__idents *s, const char *p, size_t n, size_t seq) {
     while (n && *p == '*') p++, n--;
-    while (n && strchr(".!?*", p[n - 1])) n--;
+    while (n && (p[n - 1] == '.' || p[n - 1] == '!' || p[n - 1] == '?' || p[n - 1] == '*')) n--;
     if (n < 3) return CK_OK;
     int take = memchr(p, '/', n) ? ident_path(p, &n)
                                  : ident_ticket(p, n) || ident_uuid(p, n) || ident_hash(p, n) ||
@@ -416,23 +438,16 @@ static int ident_token(ck__idents *s, const char *t, size_t n, size_t seq) {
     return named ? idents_put(s, u, un, seq, 1) : CK_OK;
 }
 
-/* Every kind of identifier has one of these bytes: '/' (paths), ':' (URLs), '#', '-', a digit
- * or a capital (tickets, UUIDs, hashes, error codes, errno names). Most tokens of prose and
- * code have none, and are skipped without being classified. */
-static int ident_mark(unsigned char c) {
-    return ext_digit(c) || ext_upper(c) || c == '/' || c == ':' || c == '#' || c == '-';
-}
-
 int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq) {
     if (!s) return CK_EINVAL;
     for (size_t i = 0; i < len;) {
-        while (i < len && ident_delim((unsigned char)text[i])) i++;
+        while (i < len && (ident_class[(unsigned char)text[i]] & IDENT_END)) i++;
         size_t start = i;
-        int marked = 0;
-        for (; i < len && !ident_delim((unsigned char)text[i]); i++)
-            marked |= ident_mark((unsigned char)text[i]);
-        if (i == start || i - start > IDENT_MAX || !marked) continue;
-        int rc = ident_token(s, text + start, i - start, seq);
+        unsigned seen = 0, k;
+        for (; i < len && !((k = ident_class[(unsigned char)text[i]]) & IDENT_END); i++) seen |= k;
+        if (i == start || i - start > IDENT_MAX || !(seen & IDENT_MARK)) continue;
+        int rc = seen & IDENT_SEP ? ident_token(s, text + start, i - start, seq)
+                                  : ident_piece(s, text + start, i - start, seq);
         if (rc) return rc;
     }
     return CK_OK;

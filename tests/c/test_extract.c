@@ -160,6 +160,8 @@ TEST(ident_error_codes) {
     IDS("TS2304: Cannot find name", "", "TS2304");
     IDS("warning C4996 and HTTP404", "", "C4996", "HTTP404");
     IDS("open failed: ENOENT (EACCES)", "", "ENOENT", "EACCES");
+    /* '=' alone splits a token too, and a piece can be all capitals. */
+    IDS("status=ENOENT rc=E0308", "", "ENOENT", "E0308");
     NO_IDS("ERROR E12 ABCDE1234 Enoent EXAMPLE HTTP E123456 e0308");
 }
 
