@@ -165,7 +165,8 @@ static int build_prompt(ck_compaction *c, const char *tag, size_t avail) {
         fenced(b, tag, c->previous, c->previous_len, (size_t)-1);
     }
     if (first > c->base) {
-        ck_anchors *digest = ck__extractive(c->h, c->base, first, o->summary_max_tokens / 2);
+        ck_anchors *digest = ck__extractive(c->h, c->base, first, o->summary_max_tokens / 2,
+                                           c->failed);
         if (!digest) return CK_ENOMEM;
         ck__buf_printf(b, "\n%zu older messages did not fit in this request; an extractive "
                           "digest of them:\n",

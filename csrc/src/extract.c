@@ -930,6 +930,7 @@ int ck__looks_failed(const char *text, size_t len, uint32_t part_flags) {
 
 typedef struct xsum {
     const ck_history *h;
+    const unsigned char *verdicts; /* failure verdicts known per part, or NULL */
     size_t start, end, budget;
     ck__idmap calls; /* tool-call id -> index into h->parts, over [0, end) */
     ck__buf out;     /* the anchor being written */
@@ -1145,8 +1146,11 @@ static void xsum_tried(xsum *x) {
     for (size_t i = x->start; i < x->end; i++) {
         const ck_part *p = ck__msg_parts(h, i);
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
-            if (p[k].kind != CK_PART_TOOL_RESULT ||
-                !ck__looks_failed(p[k].text, p[k].text_len, p[k].flags))
+            if (p[k].kind != CK_PART_TOOL_RESULT) continue;
+            size_t g = h->msgs[i].first_part + k;
+            if (x->verdicts && x->verdicts[g]
+                    ? x->verdicts[g] == 1
+                    : !ck__looks_failed(p[k].text, p[k].text_len, p[k].flags))
                 continue;
             x->n_failed++;
             size_t at = p[k].id_len ? ck__idmap_get(&x->calls, p[k].id, p[k].id_len) : SIZE_MAX;
@@ -1247,12 +1251,14 @@ static int xsum_run(xsum *x, ck_anchors *a) {
     return x->out.failed ? CK_ENOMEM : ck_anchors_set_summary(a, x->out.data, x->out.len);
 }
 
-ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens) {
+ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens,
+                           const unsigned char *failed) {
     ck_anchors *a = ck_anchors_new();
     if (!a || !h) return a;
     xsum x;
     memset(&x, 0, sizeof x);
     x.h = h;
+    x.verdicts = failed;
     x.end = end < h->n_msgs ? end : h->n_msgs;
     x.start = start < x.end ? start : x.end;
     /* max_tokens / 6 tokens at 4 bytes a token; never below 64 bytes, never absurdly large. */

@@ -682,7 +682,7 @@ static const char *scripted =
 TEST(extractive_scripted) {
     ck_history *h = read_json(scripted);
     if (!h) return;
-    ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000);
+    ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000, NULL);
     OK(a != NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT),
            "Fix the bug in src/parser.c. Never change the public API.\n\n"
@@ -699,7 +699,7 @@ TEST(extractive_scripted) {
     ck_anchors_free(a);
 
     /* A span of one tool result: the task still comes from the whole history. */
-    a = ck__extractive(h, 3, 4, 4000);
+    a = ck__extractive(h, 3, 4, 4000, NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT),
            "Fix the bug in src/parser.c. Never change the public API.");
     STR_EQ(anchor(a, CK_ANCHOR_EXECUTION_PROGRESS), NULL);
@@ -710,20 +710,20 @@ TEST(extractive_scripted) {
     ck_anchors_free(a);
 
     /* The span of the failed result alone still names its call, found before the span. */
-    a = ck__extractive(h, 5, 6, 4000);
+    a = ck__extractive(h, 5, 6, 4000, NULL);
     STR_EQ(anchor(a, CK_ANCHOR_TRIED_SOLUTIONS),
            "- bash make test: parser.o: error: undefined reference to foo");
     STR_EQ(ck_anchors_summary(a, NULL), "Compacted 1 message: 0 tool calls, 1 failed.");
     ck_anchors_free(a);
 
     /* Out-of-range and empty spans. */
-    a = ck__extractive(h, 50, 40, 4000);
+    a = ck__extractive(h, 50, 40, 4000, NULL);
     OK(a != NULL);
     STR_EQ(ck_anchors_summary(a, NULL), "Compacted 0 messages: 0 tool calls, 0 failed.");
     ck_anchors_free(a);
     ck_history_free(h);
 
-    a = ck__extractive(NULL, 0, 0, 10);
+    a = ck__extractive(NULL, 0, 0, 10, NULL);
     OK(a != NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT), NULL);
     ck_anchors_free(a);
@@ -742,7 +742,7 @@ TEST(extractive_anthropic) {
         "\"content\":\"ERROR:\\nParameter `old_str` is required.\"}]}]}";
     ck_history *h = read_json(j);
     if (!h) return;
-    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 1000);
+    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 1000, NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT), "List the files.");
     STR_EQ(anchor(a, CK_ANCHOR_EXECUTION_PROGRESS), "- str_replace_based_edit_tool: view /repo");
     STR_EQ(anchor(a, CK_ANCHOR_TRIED_SOLUTIONS),
@@ -777,7 +777,7 @@ TEST(extractive_budget) {
     uint64_t tokens[] = {0, 100, 600, 3000};
     for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
         size_t budget = tokens[t] / 6 * 4 < 64 ? 64 : tokens[t] / 6 * 4;
-        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), tokens[t]);
+        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), tokens[t], NULL);
         OK(a != NULL);
         if (!a) continue;
         for (int k = 0; k < CK_ANCHOR_COUNT; k++) {
@@ -821,7 +821,7 @@ TEST(extractive_hostile) {
     free(j);
     if (!h) return;
     clock_t t0 = clock();
-    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 300);
+    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 300, NULL);
     OK((double)(clock() - t0) / CLOCKS_PER_SEC < 2.0);
     OK(a != NULL);
     for (int i = 0; a && i < CK_ANCHOR_COUNT; i++) {
@@ -881,8 +881,8 @@ static void check_transcript(const ck_history *h, const char *name) {
     uint64_t tokens[] = {300, 1500, 12000};
     for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
         size_t budget = tokens[t] / 6 * 4;
-        ck_anchors *a = ck__extractive(h, 1, n, tokens[t]);
-        ck_anchors *b = ck__extractive(h, 1, n, tokens[t]);
+        ck_anchors *a = ck__extractive(h, 1, n, tokens[t], NULL);
+        ck_anchors *b = ck__extractive(h, 1, n, tokens[t], NULL);
         OK(a && b);
         if (a && b) {
             OK(anchors_equal(a, b));
@@ -984,9 +984,9 @@ TEST(fail_each_alloc) {
     });
     ck_history *h = read_json(scripted);
     if (!h) return;
-    ck_anchors *ref = ck__extractive(h, 1, ck_history_count(h), 4000);
+    ck_anchors *ref = ck__extractive(h, 1, ck_history_count(h), 4000, NULL);
     FAIL_EACH_ALLOC({
-        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000);
+        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000, NULL);
         if (a) {
             STR_EQ(ck_anchors_summary(a, NULL), ck_anchors_summary(ref, NULL));
             STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT), anchor(ref, CK_ANCHOR_USER_INTENT));
