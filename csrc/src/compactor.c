@@ -669,6 +669,25 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
     return t;
 }
 
+/* The lines of s[0..len): its newlines, plus a last line that has none. Outputs run to
+ * megabytes of short lines, so newlines are counted eight bytes at a time: a byte of w is zero
+ * where the text has '\n', and t gets the high bit of exactly those bytes (the additions
+ * cannot carry from one byte into the next), which the multiplication sums. */
+static uint64_t count_lines(const char *s, size_t len) {
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7F7F7F7F7F7F7F7Full;
+    uint64_t n = 0;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        w ^= ones * '\n';
+        uint64_t t = ~(((w & low7) + low7) | w) & ~low7;
+        n += ((t >> 7) * ones) >> 56;
+    }
+    for (; i < len; i++) n += s[i] == '\n';
+    return n + (len && s[len - 1] != '\n');
+}
+
 /* Renders the placeholder for an offloaded tool output: where the full text is, its size, a
  * preview capped in lines and in bytes (so one huge line cannot come back whole), and how to
  * read the rest. The tool's retention policy says which lines the preview keeps; without one,
@@ -733,6 +752,14 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
     }
     size_t skipped = 0;
     while (s < end) {
+        if (line_no >= head && errors_shown >= errors_max && s < tail_from) {
+            /* Nothing before the tail can be kept now: skip to it, counting its lines. */
+            size_t n = (size_t)count_lines(s, (size_t)(tail_from - s));
+            skipped += n;
+            line_no += n;
+            s = tail_from;
+            continue;
+        }
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
         int pool = line_no < head ? 0 : s >= tail_from ? 2
@@ -757,19 +784,6 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
     }
     if (skipped) ck__buf_printf(b, "[... %zu lines ...]\n", skipped);
     return b->failed ? CK_ENOMEM : CK_OK;
-}
-
-static uint64_t count_lines(const char *s, size_t len) {
-    if (!len) return 0;
-    uint64_t n = 0;
-    const char *end = s + len;
-    while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        n++;
-        if (!nl) break;
-        s = nl + 1;
-    }
-    return n;
 }
 
 /* The name of the tool that made the call `id`, searched backwards from message `before`. */
