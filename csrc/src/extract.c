@@ -453,7 +453,8 @@ int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq) {
     return CK_OK;
 }
 
-/* Knuth-Morris-Pratt, so a hostile summary costs time linear in its length per identifier. */
+/* Knuth-Morris-Pratt, so a hostile summary costs time linear in its length per identifier.
+ * With nothing matched yet, memchr() finds the next place the first byte occurs. */
 static int ident_occurs(const char *hay, size_t hn, const char *needle, size_t nn) {
     uint16_t fail[IDENT_MAX];
     if (nn > hn || nn > IDENT_MAX || nn == 0) return nn == 0;
@@ -464,6 +465,11 @@ static int ident_occurs(const char *hay, size_t hn, const char *needle, size_t n
         fail[i] = (uint16_t)k;
     }
     for (size_t i = 0, k = 0; i < hn; i++) {
+        if (!k) {
+            const char *at = memchr(hay + i, needle[0], hn - i);
+            if (!at) return 0;
+            i = (size_t)(at - hay);
+        }
         while (k && hay[i] != needle[k]) k = fail[k - 1];
         k += hay[i] == needle[k];
         if (k == nn) return 1;

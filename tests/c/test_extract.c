@@ -247,6 +247,17 @@ TEST(ident_render) {
     INT_EQ(ck__idents_render(s, summary, strlen(summary), 100, 10000, &b), 2);
     STR_EQ(b.data, "- https://x.io/long/path/here.html\n- src/a.c\n");
     ck__buf_dispose(&b);
+    /* Near misses are not quotes: the first byte everywhere, a prefix that restarts inside
+     * itself, the identifier cut at the very end; a quote at the very end is one. */
+    const char *const misses[] = {"sssrc/bb.", "src/bsrc/b.c", "ENOENENOEN", "src/bb.", "ENOEN"};
+    for (size_t k = 0; k < sizeof misses / sizeof misses[0]; k++) {
+        INT_EQ(ck__idents_render(s, misses[k], strlen(misses[k]), 100, 10000, &b), 4);
+        ck__buf_dispose(&b);
+    }
+    const char *at_end = "xx src/src/bb.c src/a.cENOENT";
+    INT_EQ(ck__idents_render(s, at_end, strlen(at_end), 100, 10000, &b), 1);
+    STR_EQ(b.data, "- https://x.io/long/path/here.html\n");
+    ck__buf_dispose(&b);
     /* The item cap. */
     INT_EQ(ck__idents_render(s, NULL, 0, 2, 10000, &b), 2);
     STR_EQ(b.data, "- ENOENT\n- https://x.io/long/path/here.html\n");
