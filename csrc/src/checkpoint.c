@@ -165,7 +165,8 @@ static int build_prompt(ck_compaction *c, const char *tag, size_t avail) {
         fenced(b, tag, c->previous, c->previous_len, (size_t)-1);
     }
     if (first > c->base) {
-        ck_anchors *digest = ck__extractive(c->h, c->base, first, o->summary_max_tokens / 2);
+        ck_anchors *digest = ck__extractive(c->h, c->base, first, o->summary_max_tokens / 2,
+                                           c->failed);
         if (!digest) return CK_ENOMEM;
         ck__buf_printf(b, "\n%zu older messages did not fit in this request; an extractive "
                           "digest of them:\n",
@@ -570,6 +571,19 @@ static cJSON *string_json(const char *s, size_t len) {
     return v;
 }
 
+/* A count as a JSON number. cJSON prints every number with sprintf("%1.15g") and reads it back
+ * with sscanf() to check it, a quarter of a microsecond each, and a record holds dozens; below
+ * 10^15 that prints exactly the decimal digits, so those are written here and passed as raw
+ * JSON. Larger values, which do not occur in practice, go through cJSON as before. */
+static cJSON *count_json(uint64_t v) {
+    if (v >= 1000000000000000ull) return cJSON_CreateNumber((double)v);
+    char digits[24], *at = digits + sizeof digits;
+    *--at = '\0';
+    do *--at = (char)('0' + v % 10);
+    while (v /= 10);
+    return cJSON_CreateRaw(at);
+}
+
 /* Adds `item` under a constant key; an item that failed to build fails the record. */
 static int add(cJSON *obj, const char *key, cJSON *item) {
     if (!item) return 0;
@@ -614,8 +628,8 @@ static cJSON *offload_json(const ck__offload *o) {
         add(j, "hash", string_json(hash, strlen(hash))) &&
         add(j, "tool_name", string_json(o->tool, strlen(o->tool))) &&
         add(j, "path", string_json(o->path, strlen(o->path))) &&
-        add(j, "bytes", cJSON_CreateNumber((double)o->bytes)) &&
-        add(j, "lines", cJSON_CreateNumber((double)o->lines)))
+        add(j, "bytes", count_json(o->bytes)) &&
+        add(j, "lines", count_json(o->lines)))
         return j;
     cJSON_Delete(j);
     return NULL;
@@ -659,8 +673,8 @@ static cJSON *state_json(const ck__state *st) {
         ok = e != NULL;
         if (e) cJSON_AddItemToArray(ids, e);
         cJSON *fields[3] = {ok ? string_json(id, len) : NULL,
-                            ok ? cJSON_CreateNumber((double)seq) : NULL,
-                            ok ? cJSON_CreateNumber((double)count) : NULL};
+                            ok ? count_json(seq) : NULL,
+                            ok ? count_json(count) : NULL};
         for (int f = 0; f < 3; f++) {
             if (fields[f] && ok) cJSON_AddItemToArray(e, fields[f]);
             else {
@@ -673,7 +687,7 @@ static cJSON *state_json(const ck__state *st) {
          add(j, "files_read", strs_json(&st->files_read)) &&
          add(j, "files_modified", strs_json(&st->files_modified)) &&
          add(j, "offloaded", offloads_json(st->offloads, st->n_offloads)) &&
-         add(j, "compacted", cJSON_CreateNumber((double)st->compacted)) &&
+         add(j, "compacted", count_json(st->compacted)) &&
          add(j, "usage_factor", cJSON_CreateNumber(st->factor));
     cJSON *usage = ok ? cJSON_CreateDoubleArray(st->usage, (int)st->n_usage) : NULL;
     ok = ok && add(j, "usage", usage);
@@ -712,12 +726,12 @@ int ck__build_record(ck_compaction *c) {
          add(r, "session_id", string_json(self->session_id, strlen(self->session_id))) &&
          add(r, "timestamp", string_json(when, strlen(when))) &&
          add(r, "tier", cJSON_CreateStringReference(ck_tier_name(c->tier))) &&
-         add(r, "tokens_before", cJSON_CreateNumber((double)c->tokens_before)) &&
-         add(r, "tokens_after", cJSON_CreateNumber((double)c->tokens_after)) &&
-         add(r, "msgs_before", cJSON_CreateNumber((double)c->src->n_msgs)) &&
-         add(r, "msgs_after", cJSON_CreateNumber((double)ck_view_count(c->view))) &&
-         add(r, "summarized", cJSON_CreateNumber((double)(compacted ? c->summarized : 0))) &&
-         add(r, "preserved_tail", cJSON_CreateNumber((double)tail)) &&
+         add(r, "tokens_before", count_json(c->tokens_before)) &&
+         add(r, "tokens_after", count_json(c->tokens_after)) &&
+         add(r, "msgs_before", count_json(c->src->n_msgs)) &&
+         add(r, "msgs_after", count_json(ck_view_count(c->view))) &&
+         add(r, "summarized", count_json(compacted ? c->summarized : 0)) &&
+         add(r, "preserved_tail", count_json(tail)) &&
          add(r, "offloaded", offloads_json(c->new_offloads, c->n_new_offloads)) &&
          add(r, "anchors", anchors_json(st->anchors)) &&
          add(r, "checkpoint", st->active ? string_json(st->checkpoint, st->checkpoint_len)
@@ -725,7 +739,7 @@ int ck__build_record(ck_compaction *c) {
          add(r, "covered", st->active ? cJSON_CreateObject() : cJSON_CreateNull());
     if (ok && st->active) {
         cJSON *cv = cJSON_GetObjectItemCaseSensitive(r, "covered");
-        ok = add(cv, "count", cJSON_CreateNumber((double)st->covered)) &&
+        ok = add(cv, "count", count_json(st->covered)) &&
              add(cv, "fingerprint", string_json(fp, strlen(fp)));
     }
     ok = ok && add(r, "duration_ms", cJSON_CreateNumber(ms)) &&

@@ -321,6 +321,9 @@ static char *new_session_id(void) {
     int ok = 0;
     FILE *f = fopen("/dev/urandom", "rb");
     if (f) {
+        /* Unbuffered, so that 8 bytes are read rather than a stdio buffer's worth (4 KB that
+         * the kernel generates first, which showed in profiles of fresh compactors). */
+        setvbuf(f, NULL, _IONBF, 0);
         ok = fread(raw, 1, sizeof raw, f) == sizeof raw;
         fclose(f);
     }
@@ -450,6 +453,7 @@ void ck_compaction_free(ck_compaction *c) {
     ck__free(c->tok);
     ck__free(c->subst);
     ck__free(c->subst_len);
+    ck__free(c->failed);
     for (size_t i = 0; i < c->n_new_offloads; i++) ck__offload_dispose(&c->new_offloads[i]);
     ck__free(c->new_offloads);
     ck__buf_dispose(&c->prompt);
@@ -665,13 +669,34 @@ static uint64_t message_tokens(const ck_compaction *c, size_t i) {
     return t;
 }
 
+/* The lines of s[0..len): its newlines, plus a last line that has none. Outputs run to
+ * megabytes of short lines, so newlines are counted eight bytes at a time: a byte of w is zero
+ * where the text has '\n', and t gets the high bit of exactly those bytes (the additions
+ * cannot carry from one byte into the next), which the multiplication sums. */
+static uint64_t count_lines(const char *s, size_t len) {
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7F7F7F7F7F7F7F7Full;
+    uint64_t n = 0;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        w ^= ones * '\n';
+        uint64_t t = ~(((w & low7) + low7) | w) & ~low7;
+        n += ((t >> 7) * ones) >> 56;
+    }
+    for (; i < len; i++) n += s[i] == '\n';
+    return n + (len && s[len - 1] != '\n');
+}
+
 /* Renders the placeholder for an offloaded tool output: where the full text is, its size, a
  * preview capped in lines and in bytes (so one huge line cannot come back whole), and how to
  * read the rest. The tool's retention policy says which lines the preview keeps; without one,
- * outputs that look like command, test or build results also keep their error lines and their
- * last lines, which is where such output says what happened. */
+ * outputs that look like command, test or build results (`failed`: ck__looks_failed() of the
+ * part, read only then) also keep their error lines and their last lines, which is where such
+ * output says what happened. */
 static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o,
-                              const ck_retention *policy, size_t max_lines, size_t max_bytes) {
+                              const ck_retention *policy, int failed, size_t max_lines,
+                              size_t max_bytes) {
     /* Ids are the caller's: a huge one is shown cut, and the model is pointed at the path,
      * which the store keeps short, so the header stays small whatever the id. */
     size_t id_show = ck__clip(p->id, p->id_len, 120), ref_len = strlen(o->ref);
@@ -690,7 +715,7 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
         if (policy->max_bytes) max_bytes = policy->max_bytes > SIZE_MAX ? SIZE_MAX
                                                                           : policy->max_bytes;
     } else {
-        int commandish = ck__looks_failed(p->text, p->text_len, p->flags);
+        int commandish = failed;
         head = commandish ? max_lines / 2 : max_lines;
         tail_n = commandish ? max_lines - head : 0;
         errors_max = commandish ? 5 : 0;
@@ -727,6 +752,14 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
     }
     size_t skipped = 0;
     while (s < end) {
+        if (line_no >= head && errors_shown >= errors_max && s < tail_from) {
+            /* Nothing before the tail can be kept now: skip to it, counting its lines. */
+            size_t n = (size_t)count_lines(s, (size_t)(tail_from - s));
+            skipped += n;
+            line_no += n;
+            s = tail_from;
+            continue;
+        }
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
         int pool = line_no < head ? 0 : s >= tail_from ? 2
@@ -753,19 +786,6 @@ static int render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o
     return b->failed ? CK_ENOMEM : CK_OK;
 }
 
-static uint64_t count_lines(const char *s, size_t len) {
-    if (!len) return 0;
-    uint64_t n = 0;
-    const char *end = s + len;
-    while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        n++;
-        if (!nl) break;
-        s = nl + 1;
-    }
-    return n;
-}
-
 /* The name of the tool that made the call `id`, searched backwards from message `before`. */
 static const char *tool_name_of(const ck_history *h, const char *id, size_t id_len,
                                 size_t before, size_t *len) {
@@ -784,13 +804,22 @@ static const char *tool_name_of(const ck_history *h, const char *id, size_t id_l
     return "tool";
 }
 
+/* ck__looks_failed() of part g, worked out once per compaction. */
+static int part_failed(ck_compaction *c, size_t g) {
+    const ck_part *p = &c->h->parts[g];
+    if (!c->failed[g]) c->failed[g] = (unsigned char)(1 + ck__looks_failed(p->text, p->text_len,
+                                                                            p->flags));
+    return c->failed[g] - 1;
+}
+
 /* Sets the placeholder of part g from its offload record. */
 static int substitute(ck_compaction *c, size_t g, const ck__offload *o, size_t max_lines,
                       size_t max_bytes) {
     ck__buf b;
     ck__buf_init(&b);
     const ck_part *p = &c->h->parts[g];
-    int rc = render_placeholder(&b, p, o, retention_for(c->owner, o->tool), max_lines,
+    const ck_retention *policy = retention_for(c->owner, o->tool);
+    int rc = render_placeholder(&b, p, o, policy, policy ? 0 : part_failed(c, g), max_lines,
                                 max_bytes);
     if (rc) {
         ck__buf_dispose(&b);
@@ -1175,7 +1204,8 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
     size_t n = c->h->n_msgs, n_parts = c->h->n_parts ? c->h->n_parts : 1;
     if (!rc && (!(c->tok = ck__malloc((n ? n : 1) * sizeof *c->tok)) ||
                 !(c->subst = ck__calloc(n_parts, sizeof *c->subst)) ||
-                !(c->subst_len = ck__calloc(n_parts, sizeof *c->subst_len))))
+                !(c->subst_len = ck__calloc(n_parts, sizeof *c->subst_len)) ||
+                !(c->failed = ck__calloc(n_parts, sizeof *c->failed))))
         rc = CK_ENOMEM;
     if (!rc) c->task = first_user(c->h);
     if (!rc) rc = resolve_base(c);
@@ -1320,7 +1350,7 @@ static int new_anchors(ck_compaction *c, ck_anchors **out) {
         if (!c->fallback) return CK_ENOMEM;
     }
     if (!fresh) {
-        fresh = ck__extractive(c->h, c->base, c->cut, self->opt.summary_max_tokens);
+        fresh = ck__extractive(c->h, c->base, c->cut, self->opt.summary_max_tokens, c->failed);
         if (!fresh) return CK_ENOMEM;
     }
     *out = ck_anchors_merge(self->st.anchors, fresh);
@@ -1554,7 +1584,9 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
             continue;
         }
         b.len = 0;
-        rc = render_placeholder(&b, p, &o, retention_for(self, o.tool), 20, 2048);
+        const ck_retention *policy = retention_for(self, o.tool);
+        int failed = policy ? 0 : ck__looks_failed(p->text, p->text_len, p->flags);
+        rc = render_placeholder(&b, p, &o, policy, failed, 20, 2048);
         const char *text = rc ? NULL : ck__view_own(v, b.data, b.len);
         if (!rc && !text) rc = CK_ENOMEM;
         if (!rc) rc = ck__view_add_replaced_part(v, history, i, k, text, b.len);

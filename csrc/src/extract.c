@@ -238,17 +238,38 @@ int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsign
     return idents_put(s, id, len, seq, count ? count : 1);
 }
 
-/* Bytes that end a candidate token: blanks, control bytes, quotes, brackets, backslashes
- * (JSON escapes), and every non-ASCII byte, so a token is plain ASCII and can never split a
- * UTF-8 sequence. Called on every byte of every scanned text, so a table, not strchr(). */
-static int ident_delim(unsigned char c) {
-    static const unsigned char punct[128] = {
-        ['"'] = 1, ['\''] = 1, ['`'] = 1, ['<'] = 1, ['>'] = 1, ['('] = 1, [')'] = 1,
-        ['['] = 1, [']'] = 1, ['{'] = 1, ['}'] = 1, ['|'] = 1, [','] = 1, [';'] = 1,
-        ['\\'] = 1,
-    };
-    return c <= ' ' || c >= 0x7f || punct[c];
-}
+/* What the scanner, which reads every byte of every scanned text, needs to know of a byte, in
+ * one table lookup. IDENT_END: the byte ends a candidate token: blanks, control bytes, quotes,
+ * brackets, backslashes (JSON escapes), and every non-ASCII byte, so a token is plain ASCII
+ * and can never split a UTF-8 sequence. IDENT_MARK: every kind of identifier has one of these:
+ * '/' (paths), ':' (URLs), '#', '-', a digit or a capital (tickets, UUIDs, hashes, error
+ * codes, errno names); most tokens of prose and code have none and are skipped unclassified.
+ * IDENT_SEP: ':' and '=', which split a token into pieces (and ':' starts a URL scheme's
+ * "://"); a token without one is a single piece. The table is generated from the predicates
+ * at compile time. */
+enum { IDENT_END = 1, IDENT_MARK = 2, IDENT_SEP = 4 };
+#define IDENT_PUNCT(c)                                                                         \
+    ((c) == '"' || (c) == '\'' || (c) == '`' || (c) == '<' || (c) == '>' || (c) == '(' ||      \
+     (c) == ')' || (c) == '[' || (c) == ']' || (c) == '{' || (c) == '}' || (c) == '|' ||        \
+     (c) == ',' || (c) == ';' || (c) == '\\')
+#define IDENT_MARKS(c)                                                                         \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'A' && (c) <= 'Z') || (c) == '/' || (c) == ':' ||   \
+     (c) == '#' || (c) == '-')
+#define IDENT_CLASS(c)                                                                         \
+    ((c) <= ' ' || (c) >= 0x7f || IDENT_PUNCT(c)                                               \
+         ? IDENT_END                                                                           \
+         : (IDENT_MARKS(c) ? IDENT_MARK : 0) | ((c) == ':' || (c) == '=' ? IDENT_SEP : 0))
+#define IDENT_ROW(r)                                                                           \
+    IDENT_CLASS(r), IDENT_CLASS(r + 1), IDENT_CLASS(r + 2), IDENT_CLASS(r + 3),                \
+        IDENT_CLASS(r + 4), IDENT_CLASS(r + 5), IDENT_CLASS(r + 6), IDENT_CLASS(r + 7),        \
+        IDENT_CLASS(r + 8), IDENT_CLASS(r + 9), IDENT_CLASS(r + 10), IDENT_CLASS(r + 11),      \
+        IDENT_CLASS(r + 12), IDENT_CLASS(r + 13), IDENT_CLASS(r + 14), IDENT_CLASS(r + 15)
+static const unsigned char ident_class[256] = {
+    IDENT_ROW(0x00), IDENT_ROW(0x10), IDENT_ROW(0x20), IDENT_ROW(0x30),
+    IDENT_ROW(0x40), IDENT_ROW(0x50), IDENT_ROW(0x60), IDENT_ROW(0x70),
+    IDENT_ROW(0x80), IDENT_ROW(0x90), IDENT_ROW(0xA0), IDENT_ROW(0xB0),
+    IDENT_ROW(0xC0), IDENT_ROW(0xD0), IDENT_ROW(0xE0), IDENT_ROW(0xF0),
+};
 
 static int ident_hex(unsigned char c) {
     return ext_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -282,8 +303,9 @@ static int ident_path(const char *p, size_t *pn) {
     if (n < 3) return 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
-        if ((!ext_alnum(c) && !strchr("._-/~+@%", c)) || (c == '/' && i + 1 < n && p[i + 1] == '/'))
-            return 0;
+        int other = c == '.' || c == '_' || c == '-' || c == '/' || c == '~' || c == '+' ||
+                    c == '@' || c == '%';
+        if ((!ext_alnum(c) && !other) || (c == '/' && i + 1 < n && p[i + 1] == '/')) return 0;
         letter += ext_alpha(c);
     }
     for (size_t i = 0; i <= n; i++) {
@@ -378,7 +400,7 @@ static int ident_ticket(const char *p, size_t n) {
 /* Classifies one piece of a token (a token split at ':' and '=') and adds what it is. */
 static int ident_piece(ck__idents *s, const char *p, size_t n, size_t seq) {
     while (n && *p == '*') p++, n--;
-    while (n && strchr(".!?*", p[n - 1])) n--;
+    while (n && (p[n - 1] == '.' || p[n - 1] == '!' || p[n - 1] == '?' || p[n - 1] == '*')) n--;
     if (n < 3) return CK_OK;
     int take = memchr(p, '/', n) ? ident_path(p, &n)
                                  : ident_ticket(p, n) || ident_uuid(p, n) || ident_hash(p, n) ||
@@ -419,17 +441,20 @@ static int ident_token(ck__idents *s, const char *t, size_t n, size_t seq) {
 int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq) {
     if (!s) return CK_EINVAL;
     for (size_t i = 0; i < len;) {
-        while (i < len && ident_delim((unsigned char)text[i])) i++;
+        while (i < len && (ident_class[(unsigned char)text[i]] & IDENT_END)) i++;
         size_t start = i;
-        while (i < len && !ident_delim((unsigned char)text[i])) i++;
-        if (i == start || i - start > IDENT_MAX) continue;
-        int rc = ident_token(s, text + start, i - start, seq);
+        unsigned seen = 0, k;
+        for (; i < len && !((k = ident_class[(unsigned char)text[i]]) & IDENT_END); i++) seen |= k;
+        if (i == start || i - start > IDENT_MAX || !(seen & IDENT_MARK)) continue;
+        int rc = seen & IDENT_SEP ? ident_token(s, text + start, i - start, seq)
+                                  : ident_piece(s, text + start, i - start, seq);
         if (rc) return rc;
     }
     return CK_OK;
 }
 
-/* Knuth-Morris-Pratt, so a hostile summary costs time linear in its length per identifier. */
+/* Knuth-Morris-Pratt, so a hostile summary costs time linear in its length per identifier.
+ * With nothing matched yet, memchr() finds the next place the first byte occurs. */
 static int ident_occurs(const char *hay, size_t hn, const char *needle, size_t nn) {
     uint16_t fail[IDENT_MAX];
     if (nn > hn || nn > IDENT_MAX || nn == 0) return nn == 0;
@@ -440,6 +465,11 @@ static int ident_occurs(const char *hay, size_t hn, const char *needle, size_t n
         fail[i] = (uint16_t)k;
     }
     for (size_t i = 0, k = 0; i < hn; i++) {
+        if (!k) {
+            const char *at = memchr(hay + i, needle[0], hn - i);
+            if (!at) return 0;
+            i = (size_t)(at - hay);
+        }
         while (k && hay[i] != needle[k]) k = fail[k - 1];
         k += hay[i] == needle[k];
         if (k == nn) return 1;
@@ -781,30 +811,54 @@ int ck__is_rule_line(const char *line, size_t len) {
  * only with "uncaught "/"unhandled " before it; or as an exit code whose number follows. */
 enum { FAIL_PLAIN, FAIL_NOT_ZERO, FAIL_UNCAUGHT, FAIL_EXIT };
 
-static const struct fail_signal {
-    const char *text;
-    int how;
-} fail_signals[] = {
-    {"error:", FAIL_PLAIN},           {"errors occurred", FAIL_PLAIN},
-    {"exception:", FAIL_PLAIN},       {"exception in thread", FAIL_PLAIN},
-    {"exception", FAIL_UNCAUGHT},     {"failed", FAIL_NOT_ZERO},
-    {"failure", FAIL_NOT_ZERO},       {"fatal:", FAIL_PLAIN},
-    {"fatal error", FAIL_PLAIN},      {"traceback (", FAIL_PLAIN},
-    {"traceback:", FAIL_PLAIN},       {"panic:", FAIL_PLAIN},
-    {"panicked", FAIL_PLAIN},         {"permission denied", FAIL_PLAIN},
-    {"command not found", FAIL_PLAIN}, {"cannot access", FAIL_PLAIN},
-    {"no such file", FAIL_PLAIN},     {"no replacement was performed", FAIL_PLAIN},
-    {"non-zero exit", FAIL_PLAIN},    {"returned non-zero", FAIL_PLAIN},
-    {"segmentation fault", FAIL_PLAIN}, {"make: ***", FAIL_PLAIN},
-    {"exit code", FAIL_EXIT},         {"exit_code", FAIL_EXIT},
-    {"exit status", FAIL_EXIT},       {"cmake error", FAIL_PLAIN},
-    {"error[", FAIL_PLAIN},           {"unable to locate", FAIL_PLAIN},
+typedef struct fail_signal {
+    const char *text; /* lower case */
+    unsigned char len, how;
+} fail_signal;
+
+#define FAIL_SIG(text, how) {text, (unsigned char)(sizeof(text) - 1), how}
+#define FAIL_LIST(...) ((const fail_signal[]){__VA_ARGS__, {NULL, 0, 0}})
+#define FAIL_PAIR(a, b) [((a) & 31) << 5 | ((b) & 31)]
+
+/* The scan runs over every byte it reads, so it looks up each pair of bytes by the low five
+ * bits of each, which a letter shares with its other case: the signals that start with those
+ * two letters, NULL for most pairs. Only those few are compared with the text; the comparison
+ * itself rejects the non-letters that share the bits. Each list ends with an empty entry. */
+static const fail_signal *const fail_pairs[32 * 32] = {
+    FAIL_PAIR('c', 'a') = FAIL_LIST(FAIL_SIG("cannot access", FAIL_PLAIN)),
+    FAIL_PAIR('c', 'm') = FAIL_LIST(FAIL_SIG("cmake error", FAIL_PLAIN)),
+    FAIL_PAIR('c', 'o') = FAIL_LIST(FAIL_SIG("command not found", FAIL_PLAIN)),
+    FAIL_PAIR('e', 'r') = FAIL_LIST(FAIL_SIG("error:", FAIL_PLAIN), FAIL_SIG("error[", FAIL_PLAIN),
+                                    FAIL_SIG("errors occurred", FAIL_PLAIN)),
+    FAIL_PAIR('e', 'x') = FAIL_LIST(FAIL_SIG("exception:", FAIL_PLAIN),
+                                    FAIL_SIG("exception in thread", FAIL_PLAIN),
+                                    FAIL_SIG("exception", FAIL_UNCAUGHT),
+                                    FAIL_SIG("exit code", FAIL_EXIT),
+                                    FAIL_SIG("exit_code", FAIL_EXIT),
+                                    FAIL_SIG("exit status", FAIL_EXIT)),
+    FAIL_PAIR('f', 'a') = FAIL_LIST(FAIL_SIG("failed", FAIL_NOT_ZERO),
+                                    FAIL_SIG("failure", FAIL_NOT_ZERO),
+                                    FAIL_SIG("fatal:", FAIL_PLAIN),
+                                    FAIL_SIG("fatal error", FAIL_PLAIN)),
+    FAIL_PAIR('m', 'a') = FAIL_LIST(FAIL_SIG("make: ***", FAIL_PLAIN)),
+    FAIL_PAIR('n', 'o') = FAIL_LIST(FAIL_SIG("no such file", FAIL_PLAIN),
+                                    FAIL_SIG("no replacement was performed", FAIL_PLAIN),
+                                    FAIL_SIG("non-zero exit", FAIL_PLAIN)),
+    FAIL_PAIR('p', 'a') = FAIL_LIST(FAIL_SIG("panic:", FAIL_PLAIN),
+                                    FAIL_SIG("panicked", FAIL_PLAIN)),
+    FAIL_PAIR('p', 'e') = FAIL_LIST(FAIL_SIG("permission denied", FAIL_PLAIN)),
+    FAIL_PAIR('r', 'e') = FAIL_LIST(FAIL_SIG("returned non-zero", FAIL_PLAIN)),
+    FAIL_PAIR('s', 'e') = FAIL_LIST(FAIL_SIG("segmentation fault", FAIL_PLAIN)),
+    FAIL_PAIR('t', 'r') = FAIL_LIST(FAIL_SIG("traceback (", FAIL_PLAIN),
+                                    FAIL_SIG("traceback:", FAIL_PLAIN)),
+    FAIL_PAIR('u', 'n') = FAIL_LIST(FAIL_SIG("unable to locate", FAIL_PLAIN)),
 };
 
 /* The number after "exit code" (blanks, ':', '=' and quotes skipped): 1 for a non-zero code,
  * 0 for zero, -1 when no number follows. */
 static int fail_exit_value(const char *s, size_t n, size_t i) {
-    while (i < n && strchr(" \t:=\"", s[i]) && s[i]) i++;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == ':' || s[i] == '=' || s[i] == '"'))
+        i++;
     if (i + 1 < n && s[i] == '-' && ext_digit((unsigned char)s[i + 1])) return 1;
     if (i >= n || !ext_digit((unsigned char)s[i])) return -1;
     int nonzero = 0;
@@ -812,29 +866,45 @@ static int fail_exit_value(const char *s, size_t n, size_t i) {
     return nonzero;
 }
 
-/* Looks for signals starting in s[from..to) (a match may run past `to`, never past `n`).
- * found[0]: a text signal; found[1]: an exit code 0; found[2]: a non-zero exit code. */
-static void fail_scan(const char *s, size_t n, size_t from, size_t to, int found[3]) {
-    for (size_t i = from; i < to; i++) {
-        unsigned char c = ext_lower((unsigned char)s[i]);
-        if (!strchr("efptcnrsmu", c) || !c) continue;
-        for (size_t k = 0; k < sizeof fail_signals / sizeof fail_signals[0]; k++) {
-            const struct fail_signal *sig = &fail_signals[k];
-            if ((unsigned char)sig->text[0] != c || !ext_prefix_ci(s + i, n - i, sig->text))
-                continue;
-            if (sig->how == FAIL_EXIT) {
-                int v = fail_exit_value(s, n, i + strlen(sig->text));
-                if (v >= 0) found[1 + v] = 1;
-            } else if (sig->how == FAIL_NOT_ZERO) {
-                found[0] |= !(i >= 2 && s[i - 1] == ' ' && s[i - 2] == '0' &&
-                              (i < 3 || !ext_digit((unsigned char)s[i - 3])));
-            } else if (sig->how == FAIL_UNCAUGHT) {
-                found[0] |= (i >= 9 && ext_prefix_ci(s + i - 9, 9, "uncaught ")) ||
-                            (i >= 10 && ext_prefix_ci(s + i - 10, 10, "unhandled "));
-            } else {
-                found[0] = 1;
-            }
+/* True when sig matches at s, which has `room` bytes. */
+static int fail_matches(const char *s, size_t room, const fail_signal *sig) {
+    if (sig->len > room) return 0;
+    for (size_t k = 0; k < sig->len; k++)
+        if (ext_lower((unsigned char)s[k]) != (unsigned char)sig->text[k]) return 0;
+    return 1;
+}
+
+/* Notes what the signals in `sig` that match at s[i] say. */
+static void fail_note(const char *s, size_t n, size_t i, const fail_signal *sig, int found[3]) {
+    for (; sig->len; sig++) {
+        if (!fail_matches(s + i, n - i, sig)) continue;
+        if (sig->how == FAIL_EXIT) {
+            int v = fail_exit_value(s, n, i + sig->len);
+            if (v >= 0) found[1 + v] = 1;
+        } else if (sig->how == FAIL_NOT_ZERO) {
+            found[0] |= !(i >= 2 && s[i - 1] == ' ' && s[i - 2] == '0' &&
+                          (i < 3 || !ext_digit((unsigned char)s[i - 3])));
+        } else if (sig->how == FAIL_UNCAUGHT) {
+            found[0] |= (i >= 9 && ext_prefix_ci(s + i - 9, 9, "uncaught ")) ||
+                        (i >= 10 && ext_prefix_ci(s + i - 10, 10, "unhandled "));
+        } else {
+            found[0] = 1;
         }
+    }
+}
+
+/* Looks for signals starting in s[from..to) (a match may run past `to`, never past `n`).
+ * found[0]: a text signal; found[1]: an exit code 0; found[2]: a non-zero exit code, which
+ * settles the answer, so the scan stops there. The loop only looks up pairs of bytes (every
+ * signal is longer than two), which keeps it to a few instructions a byte. */
+static void fail_scan(const char *s, size_t n, size_t from, size_t to, int found[3]) {
+    if (to > n - (n > 0)) to = n - (n > 0);
+    for (size_t i = from; i < to; i++) {
+        const fail_signal *sig = fail_pairs[((unsigned char)s[i] & 31) << 5 |
+                                            ((unsigned char)s[i + 1] & 31)];
+        if (!sig) continue;
+        fail_note(s, n, i, sig, found);
+        if (found[2]) return;
     }
 }
 
@@ -866,6 +936,7 @@ int ck__looks_failed(const char *text, size_t len, uint32_t part_flags) {
 
 typedef struct xsum {
     const ck_history *h;
+    const unsigned char *verdicts; /* failure verdicts known per part, or NULL */
     size_t start, end, budget;
     ck__idmap calls; /* tool-call id -> index into h->parts, over [0, end) */
     ck__buf out;     /* the anchor being written */
@@ -1081,8 +1152,11 @@ static void xsum_tried(xsum *x) {
     for (size_t i = x->start; i < x->end; i++) {
         const ck_part *p = ck__msg_parts(h, i);
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
-            if (p[k].kind != CK_PART_TOOL_RESULT ||
-                !ck__looks_failed(p[k].text, p[k].text_len, p[k].flags))
+            if (p[k].kind != CK_PART_TOOL_RESULT) continue;
+            size_t g = h->msgs[i].first_part + k;
+            if (x->verdicts && x->verdicts[g]
+                    ? x->verdicts[g] == 1
+                    : !ck__looks_failed(p[k].text, p[k].text_len, p[k].flags))
                 continue;
             x->n_failed++;
             size_t at = p[k].id_len ? ck__idmap_get(&x->calls, p[k].id, p[k].id_len) : SIZE_MAX;
@@ -1183,12 +1257,14 @@ static int xsum_run(xsum *x, ck_anchors *a) {
     return x->out.failed ? CK_ENOMEM : ck_anchors_set_summary(a, x->out.data, x->out.len);
 }
 
-ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens) {
+ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens,
+                           const unsigned char *failed) {
     ck_anchors *a = ck_anchors_new();
     if (!a || !h) return a;
     xsum x;
     memset(&x, 0, sizeof x);
     x.h = h;
+    x.verdicts = failed;
     x.end = end < h->n_msgs ? end : h->n_msgs;
     x.start = start < x.end ? start : x.end;
     /* max_tokens / 6 tokens at 4 bytes a token; never below 64 bytes, never absurdly large. */

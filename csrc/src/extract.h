@@ -81,9 +81,12 @@ int ck__looks_failed(const char *text, size_t len, uint32_t part_flags);
  *   summary             one line: how many messages, tool calls and failures the span held.
  * Each anchor is kept within `max_tokens` / 6 tokens (chars / 4) and cut at a line or word
  * boundary, never inside a UTF-8 sequence. Anchors with nothing to say stay N/A.
+ * `failed`, when not NULL, holds per part of `h` the failure verdicts already known: 0 for
+ * unknown, else 1 + ck__looks_failed() (as a compaction keeps them), so none is worked out twice.
  * Returns NULL when out of memory. Caller owns the result (ck_anchors_free).
  */
-ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens);
+ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens,
+                           const unsigned char *failed);
 
 /* Cuts `len` back so that text[0..len) is at most `max` bytes, ends on a UTF-8 boundary and,
  * when possible, on a line or word boundary in the last quarter. Returns the new length. */

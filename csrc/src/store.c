@@ -237,8 +237,17 @@ static int store_io_fail(ck_error *err, int e, const char *path) {
     return ck__fail(err, CK_EIO, store_io_msg(e), CK_NONE, "%s", path);
 }
 
-/* Creates `path` and its missing parents, each 0700. The string is cut and restored in place.
- * Returns 0, or -1 with errno set (ENOTDIR when a non-folder is in the way). */
+/* After a failed mkdir(): 0 when it failed because the folder is there already, else -1 with
+ * errno set (ENOTDIR when a non-folder is in the way). */
+static int store_mkdir_failed(const char *path) {
+    struct stat st;
+    if (errno != EEXIST) return -1;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    errno = ENOTDIR;
+    return -1;
+}
+
+/* Creates `path` and its missing parents, each 0700. Returns 0, or -1 with errno set. */
 static int store_mkdirs(char *path) {
     struct stat st;
     if (stat(path, &st) == 0) {
@@ -246,19 +255,24 @@ static int store_mkdirs(char *path) {
         errno = ENOTDIR;
         return -1;
     }
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char saved = *p;
-        *p = '\0';
-        int rc = mkdir(path, 0700);
-        if (rc != 0 && errno == EEXIST) {
-            rc = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
-            if (rc) errno = ENOTDIR;
-        }
-        *p = saved;
-        if (rc) return -1;
-        if (!saved) return 0;
+    /* Backs up to the deepest folder that exists, cutting the string at each '/', then makes
+     * the ones below it on the way forward, restoring each cut: a new session's folder costs
+     * one mkdir(), not one per component of the path. */
+    size_t n = strlen(path), end = n;
+    int rc;
+    while ((rc = mkdir(path, 0700)) != 0 && errno == ENOENT) {
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path) break;
+        *slash = '\0';
+        end = (size_t)(slash - path);
     }
+    if (rc) rc = store_mkdir_failed(path);
+    while (end < n) {
+        path[end] = '/';
+        end += strlen(path + end);
+        if (!rc && mkdir(path, 0700) != 0) rc = store_mkdir_failed(path);
+    }
+    return rc;
 }
 
 static int store_write_all(int fd, const char *data, size_t len) {
@@ -392,11 +406,15 @@ int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data,
         rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
         goto done;
     }
-    if (store_mkdirs(s->results)) {
+    /* The folder is made only when the file cannot be made in it, which saves a stat() on
+     * every put but the first; a failure is then reported as the folder's, as it would have
+     * been had the folder been made first. */
+    fd = store_temp_open(s->results, tmp, tmp_size);
+    if (fd < 0 && store_mkdirs(s->results)) {
         rc = store_io_fail(err, errno, s->results);
         goto done;
     }
-    fd = store_temp_open(s->results, tmp, tmp_size);
+    if (fd < 0) fd = store_temp_open(s->results, tmp, tmp_size);
     if (fd < 0) {
         rc = store_io_fail(err, errno, path);
         goto done;
@@ -864,6 +882,13 @@ int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const 
 
 /* ---- audit log ---- */
 
+static int store_open_log(const char *path) {
+    int fd;
+    do fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
 int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error *err) {
     ck__error_clear(err);
     if (len > SIZE_MAX - 2) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
@@ -877,14 +902,14 @@ int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error
     for (size_t i = 0; i < len; i++) rec[i + 1] = line[i] == '\n' ? ' ' : line[i];
     rec[len + 1] = '\n';
     int rc = CK_OK;
-    if (store_mkdirs(s->log_dir)) {
+    /* As for evidence, the folder is made only when the log cannot be opened without it. */
+    int fd = store_open_log(s->log_path);
+    if (fd < 0 && store_mkdirs(s->log_dir)) {
         rc = store_io_fail(err, errno, s->log_dir);
         ck__free(rec);
         return rc;
     }
-    int fd;
-    do fd = open(s->log_path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    while (fd < 0 && errno == EINTR);
+    if (fd < 0) fd = store_open_log(s->log_path);
     if (fd < 0) {
         rc = store_io_fail(err, errno, s->log_path);
         ck__free(rec);

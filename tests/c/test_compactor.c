@@ -139,6 +139,14 @@ TEST(warn_offloads_outside_the_tail) {
     /* The tail (the last 4 messages and their turn) keeps its output. */
     OK(rec && !strstr(rec, "\"tool_call_id\":\"call_6\""));
     OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
+    /* Counts are written as plain decimal integers, as cJSON prints them. */
+    char want[96];
+    snprintf(want, sizeof want,
+             "\"tokens_before\":%llu,\"tokens_after\":%llu,\"msgs_before\":%zu,",
+             (unsigned long long)ck_compaction_tokens_before(c),
+             (unsigned long long)ck_compaction_tokens_after(c), ck_history_count(h));
+    OK(rec && strstr(rec, want));
+    OK(rec && strstr(rec, "\"bytes\":6025,\"lines\":1}"));
     char *out = view_json(h, c);
     OK(out && strstr(out, "[ctxkeel: tool output offloaded]"));
     INT_EQ(count_issues(out, CK_FORMAT_AUTO, -1), 0);
@@ -480,6 +488,41 @@ TEST(emergency_needs_no_model) {
     free(j);
 }
 
+/* Failed results are listed under Tried Solutions whether or not they were offloaded first
+ * (the verdict the placeholder worked out is the one the checkpoint uses), and only those. */
+TEST(emergency_lists_failures_of_offloaded_outputs) {
+    char *j = session_json(24, 2, 6000); /* large: turns 0, 2, 4...; failed: 0, 3, 6... */
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    /* Offloading alone would fit a window of the history's size: a quarter makes it fold. A
+     * larger checkpoint lists every failure. */
+    ck_compactor_options o;
+    memset(&o, 0, sizeof o);
+    o.context_window = total / 4;
+    o.store_dir = store_dir;
+    o.session_id = "failures";
+    o.estimator = CK_EST_CHARS4;
+    o.summary_max_tokens = 4000;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    ck_compaction *c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_EMERGENCY);
+    char *out = view_json(h, c);
+    const char *tried = out ? strstr(out, "Tried Solutions") : NULL;
+    OK(tried && strstr(tried, "bash make test T=0: ") && strstr(tried, "bash make test T=3: ") &&
+       strstr(tried, "bash make test T=6: "));
+    OK(tried && !strstr(tried, "bash make test T=2: ") && !strstr(tried, "bash make test T=4: "));
+    const char *rec = ck_compaction_record(c, NULL);
+    OK(rec && strstr(rec, "\"tool_call_id\":\"call_0\"") &&
+       strstr(rec, "\"tool_call_id\":\"call_2\""));
+    ck_free(out);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+}
+
 TEST(written_back_view_is_recognized) {
     char *j = session_json(30, 0, 0);
     ck_error err;
@@ -646,6 +689,7 @@ static void teardown(void) { h_remove_tree(store_dir); }
 HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
                  RUN(warn_offloads_outside_the_tail) RUN(offload_gate_caps_previews) RUN(reused_ids_keep_both_outputs) RUN(pinned_alone_too_big_is_recorded_once) RUN(unfinished_compactions_change_nothing) RUN(soft_summarizes_and_is_bounded)
                      RUN(bad_summaries_fall_back) RUN(emergency_needs_no_model)
+                     RUN(emergency_lists_failures_of_offloaded_outputs)
                          RUN(written_back_view_is_recognized) RUN(session_resumes_from_the_log)
                              RUN(broken_pairs_are_repaired_in_views)
                                  RUN(corpus_replay_invariants) RUN(allocation_failures)

@@ -147,6 +147,8 @@ TEST(ident_hashes_and_uuids) {
     IDS("3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e", "", "3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e");
     IDS("id 123e4567-e89b-12d3-a456-426614174000.", "", "123e4567-e89b-12d3-a456-426614174000");
     IDS("HEAD is now at 0f9e8d7: msg", "", "0f9e8d7");
+    /* A UUID may have no digit at all: its dashes are what make it a candidate. */
+    IDS("run abcdefab-cdef-abcd-efab-cdefabcdefab ok", "", "abcdefab-cdef-abcd-efab-cdefabcdefab");
     /* Too short, too long, no digit, no letter, upper case, not hex, wrong dashes. */
     NO_IDS("1234567 deadbeef abcdef a1b2c3 A1B2C3D4 g1b2c3d4 0x1234abcd");
     NO_IDS("3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e1");
@@ -158,6 +160,8 @@ TEST(ident_error_codes) {
     IDS("TS2304: Cannot find name", "", "TS2304");
     IDS("warning C4996 and HTTP404", "", "C4996", "HTTP404");
     IDS("open failed: ENOENT (EACCES)", "", "ENOENT", "EACCES");
+    /* '=' alone splits a token too, and a piece can be all capitals. */
+    IDS("status=ENOENT rc=E0308", "", "ENOENT", "E0308");
     NO_IDS("ERROR E12 ABCDE1234 Enoent EXAMPLE HTTP E123456 e0308");
 }
 
@@ -242,6 +246,17 @@ TEST(ident_render) {
     const char *summary = "We fixed src/bb.c after ENOENT.";
     INT_EQ(ck__idents_render(s, summary, strlen(summary), 100, 10000, &b), 2);
     STR_EQ(b.data, "- https://x.io/long/path/here.html\n- src/a.c\n");
+    ck__buf_dispose(&b);
+    /* Near misses are not quotes: the first byte everywhere, a prefix that restarts inside
+     * itself, the identifier cut at the very end; a quote at the very end is one. */
+    const char *const misses[] = {"sssrc/bb.", "src/bsrc/b.c", "ENOENENOEN", "src/bb.", "ENOEN"};
+    for (size_t k = 0; k < sizeof misses / sizeof misses[0]; k++) {
+        INT_EQ(ck__idents_render(s, misses[k], strlen(misses[k]), 100, 10000, &b), 4);
+        ck__buf_dispose(&b);
+    }
+    const char *at_end = "xx src/src/bb.c src/a.cENOENT";
+    INT_EQ(ck__idents_render(s, at_end, strlen(at_end), 100, 10000, &b), 1);
+    STR_EQ(b.data, "- https://x.io/long/path/here.html\n");
     ck__buf_dispose(&b);
     /* The item cap. */
     INT_EQ(ck__idents_render(s, NULL, 0, 2, 10000, &b), 2);
@@ -544,6 +559,118 @@ TEST(failure_detection) {
     free(big);
 }
 
+/* ck__looks_failed() on exactly `n` bytes of `s` (a copy, so a sanitizer sees any overread). */
+static int failed_n(const char *s, size_t n) {
+    char *copy = malloc(n ? n : 1);
+    memcpy(copy, s, n);
+    int r = ck__looks_failed(copy, n, 0);
+    free(copy);
+    return r;
+}
+
+/* `s` with every letter upper-cased (mode 1) or every other one (mode 2), into out. */
+static void recase(const char *s, int mode, char *out) {
+    size_t i = 0;
+    for (; s[i]; i++) {
+        int up = mode == 1 || (mode == 2 && i % 2);
+        out[i] = up && s[i] >= 'a' && s[i] <= 'z' ? (char)(s[i] - 'a' + 'A') : s[i];
+    }
+    out[i] = '\0';
+}
+
+/* Every signal counts in any case, alone in its buffer, first, last or in the middle of a
+ * line, and after multi-byte UTF-8; cut by its last byte, or with its first byte swapped for
+ * one that shares the low five bits (the scan's first filter), it does not. */
+TEST(failure_signals_everywhere) {
+    static const char *const signals[] = {
+        "error:", "error[", "errors occurred", "exception:", "exception in thread", "failed",
+        "failure", "fatal:", "fatal error", "traceback (", "traceback:", "panic:", "panicked",
+        "permission denied", "command not found", "cannot access", "no such file",
+        "no replacement was performed", "non-zero exit", "returned non-zero",
+        "segmentation fault", "make: ***", "cmake error", "unable to locate",
+        "uncaught exception", "unhandled exception", "exit code 1", "exit_code=2",
+        "exit status: 3",
+    };
+    char sig[64], buf[160];
+    for (size_t k = 0; k < sizeof signals / sizeof signals[0]; k++) {
+        for (int mode = 0; mode < 3; mode++) {
+            recase(signals[k], mode, sig);
+            size_t n = strlen(sig);
+            OK(failed_n(sig, n));
+            OK(!failed_n(sig, n - 1));
+            int len = snprintf(buf, sizeof buf, "%s and more", sig);
+            OK(failed_n(buf, (size_t)len));
+            len = snprintf(buf, sizeof buf, "all was fine until %s", sig);
+            OK(failed_n(buf, (size_t)len));
+            len = snprintf(buf, sizeof buf, "\xe7\xbc\x96\xe8\xaf\x91%s\xe5\xa4\xb1\xe8\xb4\xa5",
+                           sig);
+            OK(failed_n(buf, (size_t)len));
+            for (unsigned flip = 0x40; flip <= 0xC0; flip += 0x40) {
+                memcpy(buf, sig, n + 1);
+                buf[0] = (char)((unsigned char)buf[0] ^ flip);
+                OK(!failed_n(buf, n));
+            }
+        }
+    }
+    /* An exit code needs its number; zero clears the text signals, unless another is not. */
+    OK(!failed("exit code", 0));
+    OK(!failed("exit code ", 0));
+    OK(!failed("exit code -", 0));
+    OK(failed("EXIT CODE: -2", 0));
+    OK(failed("\"Exit_Code\": \"7\"", 0));
+    OK(!failed("exit status:\t=\"0\"", 0));
+    OK(!failed("exit code 0 and exit status 0", 0));
+    OK(failed("exit code 0 and exit status 10", 0));
+    /* "0 failed" is a count of none, with or without capitals, unless another digit leads. */
+    OK(!failed("0 failed", 0));
+    OK(!failed("0 FAILED", 0));
+    OK(!failed("0 Failures", 0));
+    OK(!failed("passed: 3, 0 failed", 0));
+    OK(failed("20 failed", 0));
+    OK(failed("0  failed", 0));
+    OK(failed("0failed", 0));
+    OK(!failed("a0 failed", 0));
+    /* "exception" alone is only a failure when uncaught or unhandled. */
+    OK(!failed("exception", 0));
+    OK(!failed("caught exception", 0));
+    OK(!failed("uncaught  exception", 0));
+    OK(!failed("unhandledexception", 0));
+    OK(failed("UNHANDLED EXCEPTION", 0));
+    /* Text made only of bytes that pass the first filter but no signal. */
+    OK(!failed("%r&a-a.o0a2e3e4r5n #o#m", 0));
+    OK(!failed("\xe5\xf2\xe6\xe1 \xc5\xd2 erro fata pani", 0));
+}
+
+/* A large output is read in its first and last FAIL_SCAN (4096) bytes: a signal that starts
+ * in either window counts, even where it runs out of it; one that starts outside does not. */
+TEST(failure_scan_windows) {
+    enum { W = 4096, N = 3 * W };
+    static const char sig[] = "Traceback (";
+    const size_t len = sizeof sig - 1;
+    const size_t at[] = {0, W - len, W - 1, W, N / 2, N - W - 1, N - W, N - len};
+    const int hit[] = {1, 1, 1, 0, 0, 0, 1, 1};
+    char *big = malloc(N);
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        memset(big, 'x', N);
+        memcpy(big + at[k], sig, len);
+        INT_EQ(ck__looks_failed(big, N, 0), hit[k]);
+    }
+    /* Up to twice the window, everything is read. */
+    memset(big, 'x', N);
+    memcpy(big + W, sig, len);
+    OK(ck__looks_failed(big, 2 * W, 0));
+    OK(!ck__looks_failed(big, 2 * W + 1, 0));
+    /* An exit code that starts just before the tail window is not read, so it cannot clear an
+     * error; one inside the window can. */
+    memset(big, ' ', N);
+    memcpy(big + N - W - 4, "exit code 0", 11);
+    memcpy(big, "error:", 6);
+    OK(ck__looks_failed(big, N, 0));
+    memcpy(big + N - 11, "exit code 0", 11);
+    OK(!ck__looks_failed(big, N, 0));
+    free(big);
+}
+
 /* ---- extractive summarizer ---- */
 
 static const char *scripted =
@@ -566,7 +693,7 @@ static const char *scripted =
 TEST(extractive_scripted) {
     ck_history *h = read_json(scripted);
     if (!h) return;
-    ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000);
+    ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000, NULL);
     OK(a != NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT),
            "Fix the bug in src/parser.c. Never change the public API.\n\n"
@@ -583,7 +710,7 @@ TEST(extractive_scripted) {
     ck_anchors_free(a);
 
     /* A span of one tool result: the task still comes from the whole history. */
-    a = ck__extractive(h, 3, 4, 4000);
+    a = ck__extractive(h, 3, 4, 4000, NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT),
            "Fix the bug in src/parser.c. Never change the public API.");
     STR_EQ(anchor(a, CK_ANCHOR_EXECUTION_PROGRESS), NULL);
@@ -594,20 +721,20 @@ TEST(extractive_scripted) {
     ck_anchors_free(a);
 
     /* The span of the failed result alone still names its call, found before the span. */
-    a = ck__extractive(h, 5, 6, 4000);
+    a = ck__extractive(h, 5, 6, 4000, NULL);
     STR_EQ(anchor(a, CK_ANCHOR_TRIED_SOLUTIONS),
            "- bash make test: parser.o: error: undefined reference to foo");
     STR_EQ(ck_anchors_summary(a, NULL), "Compacted 1 message: 0 tool calls, 1 failed.");
     ck_anchors_free(a);
 
     /* Out-of-range and empty spans. */
-    a = ck__extractive(h, 50, 40, 4000);
+    a = ck__extractive(h, 50, 40, 4000, NULL);
     OK(a != NULL);
     STR_EQ(ck_anchors_summary(a, NULL), "Compacted 0 messages: 0 tool calls, 0 failed.");
     ck_anchors_free(a);
     ck_history_free(h);
 
-    a = ck__extractive(NULL, 0, 0, 10);
+    a = ck__extractive(NULL, 0, 0, 10, NULL);
     OK(a != NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT), NULL);
     ck_anchors_free(a);
@@ -626,7 +753,7 @@ TEST(extractive_anthropic) {
         "\"content\":\"ERROR:\\nParameter `old_str` is required.\"}]}]}";
     ck_history *h = read_json(j);
     if (!h) return;
-    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 1000);
+    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 1000, NULL);
     STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT), "List the files.");
     STR_EQ(anchor(a, CK_ANCHOR_EXECUTION_PROGRESS), "- str_replace_based_edit_tool: view /repo");
     STR_EQ(anchor(a, CK_ANCHOR_TRIED_SOLUTIONS),
@@ -661,7 +788,7 @@ TEST(extractive_budget) {
     uint64_t tokens[] = {0, 100, 600, 3000};
     for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
         size_t budget = tokens[t] / 6 * 4 < 64 ? 64 : tokens[t] / 6 * 4;
-        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), tokens[t]);
+        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), tokens[t], NULL);
         OK(a != NULL);
         if (!a) continue;
         for (int k = 0; k < CK_ANCHOR_COUNT; k++) {
@@ -705,7 +832,7 @@ TEST(extractive_hostile) {
     free(j);
     if (!h) return;
     clock_t t0 = clock();
-    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 300);
+    ck_anchors *a = ck__extractive(h, 0, ck_history_count(h), 300, NULL);
     OK((double)(clock() - t0) / CLOCKS_PER_SEC < 2.0);
     OK(a != NULL);
     for (int i = 0; a && i < CK_ANCHOR_COUNT; i++) {
@@ -765,8 +892,8 @@ static void check_transcript(const ck_history *h, const char *name) {
     uint64_t tokens[] = {300, 1500, 12000};
     for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
         size_t budget = tokens[t] / 6 * 4;
-        ck_anchors *a = ck__extractive(h, 1, n, tokens[t]);
-        ck_anchors *b = ck__extractive(h, 1, n, tokens[t]);
+        ck_anchors *a = ck__extractive(h, 1, n, tokens[t], NULL);
+        ck_anchors *b = ck__extractive(h, 1, n, tokens[t], NULL);
         OK(a && b);
         if (a && b) {
             OK(anchors_equal(a, b));
@@ -868,9 +995,9 @@ TEST(fail_each_alloc) {
     });
     ck_history *h = read_json(scripted);
     if (!h) return;
-    ck_anchors *ref = ck__extractive(h, 1, ck_history_count(h), 4000);
+    ck_anchors *ref = ck__extractive(h, 1, ck_history_count(h), 4000, NULL);
     FAIL_EACH_ALLOC({
-        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000);
+        ck_anchors *a = ck__extractive(h, 1, ck_history_count(h), 4000, NULL);
         if (a) {
             STR_EQ(ck_anchors_summary(a, NULL), ck_anchors_summary(ref, NULL));
             STR_EQ(anchor(a, CK_ANCHOR_USER_INTENT), anchor(ref, CK_ANCHOR_USER_INTENT));
@@ -897,6 +1024,7 @@ HARNESS_MAIN(RUN(clip_cuts_at_boundaries) RUN(ident_paths) RUN(ident_urls)
              RUN(ident_nul_and_long_tokens) RUN(ident_ranking) RUN(ident_render)
              RUN(ident_hostile) RUN(file_op_named_tools) RUN(file_op_editor_commands)
              RUN(file_op_borrows_or_copies) RUN(file_op_shell_commands) RUN(rule_lines)
-             RUN(failure_detection) RUN(extractive_scripted) RUN(extractive_anthropic)
+             RUN(failure_detection) RUN(failure_signals_everywhere)
+             RUN(failure_scan_windows) RUN(extractive_scripted) RUN(extractive_anthropic)
              RUN(extractive_budget) RUN(extractive_hostile) RUN(extractive_corpus)
              RUN(fail_each_alloc))

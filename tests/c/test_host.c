@@ -207,6 +207,53 @@ TEST(retention_policies_choose_the_preview) {
     free(files);
 }
 
+/* Line counts and the "[... N lines ...]" gaps of previews: with and without a final newline,
+ * CRLF, lines of every length around the word size, and an output with error lines. */
+TEST(previews_count_lines) {
+    size_t cap = 200000, n = 0;
+    char *t = malloc(cap);
+    build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
+    for (int i = 0; i < 1500; i++)
+        n += (size_t)snprintf(t + n, cap - n, "%.*s\n", i % 19, "abcdefghijklmnopqrstuvwxyz");
+    add_call(&b, "a", "cat", t); /* message 1 */
+    t[n - 1] = '\0';
+    add_call(&b, "b", "cat", t); /* message 3 */
+    n = 0;
+    for (int i = 0; i < 700; i++)
+        n += (size_t)snprintf(t + n, cap - n, "row %d of the listing\r\n", i);
+    add_call(&b, "c", "cat", t); /* message 5 */
+    n = 0;
+    for (int i = 0; i < 900; i++)
+        n += (size_t)snprintf(t + n, cap - n,
+                              i == 300 || i == 600 ? "src/x.c:%d: error: bad\n"
+                                                   : "compiling unit %d\n",
+                              i);
+    snprintf(t + n, cap - n, "make: *** [all] Error 1");
+    add_call(&b, "d", "make", t); /* message 7 */
+    ck_compactor_options o = base_options("lines");
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    char *ph = offload_text(k, b.h, 1);
+    OK(ph && strstr(ph, ": 1500 lines, ") && strstr(ph, "[... 1480 lines ...]\n"));
+    free(ph);
+    ph = offload_text(k, b.h, 3);
+    OK(ph && strstr(ph, ": 1500 lines, ") && strstr(ph, "[... 1480 lines ...]\n"));
+    free(ph);
+    ph = offload_text(k, b.h, 5);
+    OK(ph && strstr(ph, ": 700 lines, ") && strstr(ph, "[... 680 lines ...]\n"));
+    free(ph);
+    /* A command's output: its error lines and its last lines are shown, with the gaps counted. */
+    ph = offload_text(k, b.h, 7);
+    OK(ph && strstr(ph, ": 901 lines, "));
+    OK(ph && strstr(ph, "[... 290 lines ...]\nsrc/x.c:300: error: bad\n[... 299 lines ...]\n"
+                        "src/x.c:600: error: bad\n[... 290 lines ...]\ncompiling unit 891\n"));
+    OK(ph && strstr(ph, "make: *** [all] Error 1\n"));
+    free(ph);
+    ck_compactor_free(k);
+    build_free(&b);
+    free(t);
+}
+
 TEST(retention_zero_means_zero_and_bad_options_are_named) {
     char *log = test_log(200);
     build b = {ck_history_new(CK_HISTORY_TRUSTED_UTF8), {0}, 0};
@@ -663,7 +710,7 @@ static void setup(void) {
     OK(mkdtemp(store_dir) != NULL);
 }
 
-HARNESS_MAIN(setup(); RUN(retention_policies_choose_the_preview)
+HARNESS_MAIN(setup(); RUN(retention_policies_choose_the_preview) RUN(previews_count_lines)
                  RUN(retention_zero_means_zero_and_bad_options_are_named)
                      RUN(backend_holds_the_evidence) RUN(backend_failures_fail_open)
                          RUN(counter_is_called_once_per_message)

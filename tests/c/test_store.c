@@ -302,6 +302,42 @@ TEST(permissions_and_layout) {
     umask(old);
 }
 
+/* Folders are made when a file cannot be made without them: again after they were removed,
+ * and a failure to make one names that folder, with the path given back whole. */
+TEST(folders_made_when_needed) {
+    ck__store *s = ck__store_new(at("remade/store"), "s", NULL);
+    INT_EQ(put(s, "a", 1, "one", 3), 0);
+    INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
+    h_remove_tree(at("remade"));
+    INT_EQ(put(s, "b", 1, "two", 3), 0);
+    INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
+    struct stat st;
+    OK(stat(at("remade/store/tool_results/s/b.txt"), &st) == 0);
+    OK(stat(at("remade/store/compactions/s.jsonl"), &st) == 0);
+    /* Removing only the session's folder works too. */
+    h_remove_tree(at("remade/store/tool_results/s"));
+    INT_EQ(put(s, "c", 1, "three", 5), 0);
+    ck__store_free(s);
+
+    FILE *f = fopen(at("way"), "w");
+    fclose(f);
+    s = ck__store_new(at("way/deep/store"), "s", NULL);
+    ck_error err;
+    INT_EQ(ck__store_put(s, "id", 2, "x", 1, NULL, &err), CK_EIO);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "%s", at("way/deep/store/tool_results/s"));
+    STR_EQ(err.where, want);
+    INT_EQ(ck__store_append_record(s, "{}", 2, &err), CK_EIO);
+    STR_EQ(err.where, at("way/deep/store/compactions"));
+    /* The paths were cut and restored while the folders were tried: later calls see them whole. */
+    char *path = ck__store_path(s, "id", 2);
+    STR_EQ(path, at("way/deep/store/tool_results/s/id.txt"));
+    ck_free(path);
+    INT_EQ(ck__store_put(s, "id", 2, "x", 1, NULL, &err), CK_EIO);
+    STR_EQ(err.where, want);
+    ck__store_free(s);
+}
+
 /* A put into `dir` fails with CK_EIO and names a path; so does an append when `log_too`. */
 static void put_fails(const char *dir, int log_too) {
     ck__store *s = ck__store_new(dir, "s", NULL);
@@ -630,6 +666,7 @@ HARNESS_MAIN(if (!make_root()) return 1;
              RUN(refs_by_path)
              RUN(hostile_ids)
              RUN(permissions_and_layout)
+             RUN(folders_made_when_needed)
              RUN(io_failures)
              RUN(search)
              RUN(audit_log)
