@@ -126,12 +126,13 @@ class Records {
     this.pos++;
   }
 
-  /** At the start of a chunk: the chunk, made if there is none yet. A comparison may run past
-   * the old record, into the next one or past every value (it reads undefined there, and a
-   * chunk made then is dropped by #truncate); only its length check decides then. */
+  /** At the start of a chunk: the chunk, made if there is none yet (the first one grows as
+   * values come, so that a short history does not pay for CHUNK slots). A comparison may run
+   * past the old record, into the next one or past every value (it reads undefined there, and
+   * a chunk made then is dropped by #truncate); only its length check decides then. */
   #enter() {
     const k = this.pos >>> SHIFT;
-    if (k === this.chunks.length) this.chunks.push(new Array(CHUNK));
+    if (k === this.chunks.length) this.chunks.push(k ? new Array(CHUNK) : []);
     this.chunk = this.chunks[k];
   }
 }
