@@ -227,6 +227,7 @@ async function run(w, bench, peers) {
     compact_none: compact('default', 10, 'none', true),
     compact_none_first: compact('default', 10, 'none', false),
     compact_none_chars4: compact('chars4', 10, 'none', true),
+    compact_none_first_chars4: compact('chars4', 10, 'none', false),
   }, lcPeer(10));
   await group('compact_emergency', {
     compact_emergency: compact('default', 1 / 0.97, 'emergency', false),

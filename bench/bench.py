@@ -240,7 +240,8 @@ class Bench:
         self.group(w, "compact_none", {
             "compact_none": new("default", 10.0, "none", True),
             "compact_none_first": new("default", 10.0, "none", False),
-            "compact_none_chars4": new("chars4", 10.0, "none", True)},
+            "compact_none_chars4": new("chars4", 10.0, "none", True),
+            "compact_none_first_chars4": new("chars4", 10.0, "none", False)},
             peer("langchain-core trim_messages", trim(10.0)))
         self.group(w, "compact_emergency", {
             "compact_emergency": new("default", 1 / 0.97, "emergency", False),

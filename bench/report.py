@@ -126,6 +126,55 @@ def speed_ratio(ours, peer):
     return fmt_x(peer["cpu_ms"] / ours["cpu_ms"])
 
 
+def ratio_value(ours, peer):
+    """speed_ratio() as a number (a lower bound for a peer stopped at its budget), or None."""
+    if not ours or not peer or not ours.get("cpu_ms"):
+        return None
+    if peer.get("capped_s") is not None:
+        return peer["capped_s"] * 1e3 / ours["ms"]
+    return peer["cpu_ms"] / ours["cpu_ms"] if peer.get("cpu_ms") is not None else None
+
+
+PEER_CASES = [
+    ("compact_none", "nothing to trim, on a compactor kept across calls"),
+    ("compact_none_chars4", "the same, counting with chars/4 as the peer does"),
+    ("compact_none_first", "nothing to trim, on a fresh compactor per call (every message "
+     "estimated with the calibrated estimator)"),
+    ("compact_none_first_chars4", "the same, counting with chars/4"),
+    ("compact_emergency", "cut to budget (emergency tier, fresh compactor per call)"),
+    ("compact_emergency_chars4", "the same, counting with chars/4"),
+]
+
+
+def peer_summary(d):
+    """One line per language: the range over workloads of ctxkeel speed / LangChain speed for
+    each bounding case, and which cases lose anywhere."""
+    out = []
+    for lang, peer_name in (("python", "langchain-core trim_messages"),
+                            ("node", "@langchain/core trimMessages")):
+        if not d.tools(lang, "compact_none"):
+            continue
+        tool = d.tools(lang, "compact_none")[0]
+        parts, behind = [], []
+        for case, how in PEER_CASES:
+            peer_case = case.replace("_first", "").replace("_chars4", "")
+            xs = [ratio_value(d.get(lang, w["name"], case), d.get(lang, w["name"], peer_case, tool))
+                  for w in d.workloads]
+            xs = [x for x in xs if x is not None]
+            if not xs:
+                continue
+            parts.append("%s %s-%s" % (how, fmt_x(min(xs)), fmt_x(max(xs))))
+            if min(xs) < 1:
+                behind.append(how)
+        if parts:
+            out.append("- Bounding a history to a budget beside %s (%s), ctxkeel speed / its "
+                       "speed over the workloads, CPU time in the same process: %s. %s" % (
+                           peer_name, dict(LANGS)[lang], "; ".join(parts),
+                           "ctxkeel is ahead in every case on every workload." if not behind
+                           else "Behind on some workload: %s." % "; ".join(behind)))
+    return out
+
+
 def rate(w, row):
     """MB of the workload's text per second of CPU time, or why there is no figure."""
     if not row or not row.get("cpu_ms"):
@@ -355,6 +404,7 @@ def summary(d):
                        "ctxkeel %s; " % rate(corpus, ours) + "; ".join(
                            "%s %s (ctxkeel speed / its speed: %s)" % (
                                t, rate(corpus, r), speed_ratio(ours, r)) for t, r in peers) + ".")
+    out += peer_summary(d)
     mem = [m for m in d.memory if m.get("peak")]
     if mem:
         out.append("- Peak RSS during a full compaction of the %s-message history (%.0f MiB of "
@@ -497,7 +547,8 @@ def trim_section(d, lang, peer, counter, start_on):
                         ("compact_emergency", "Cut to 70% of a window that the history fills "
                          "to 97%")):
         variants = [("ctxkeel", case), ("ctxkeel, first call", case + "_first"),
-                    ("ctxkeel, chars4", case + "_chars4")]
+                    ("ctxkeel, chars4", case + "_chars4"),
+                    ("ctxkeel, first call, chars4", case + "_first_chars4")]
         variants = [v for v in variants if any(d.get(lang, w["name"], v[1])
                                                for w in d.workloads)]
         rows = []
