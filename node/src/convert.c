@@ -47,8 +47,8 @@ static const char *const KEY_NAMES[N_KEYS] = {
 #define ONE_PASS_UNITS ((size_t)256 * 1024)
 /* String storage is taken from the history in chunks that grow with what the read has taken
  * so far, from MIN_CHUNK up to CHUNK (the history's own block size), or larger for a long
- * string. A read that appends a message or two to a kept history (see
- * ckjs_messages_append()) so leaves at most a few KB unused at the end of its last chunk. */
+ * string, so that a read appending a message or two to a kept history
+ * (ckjs_messages_append()) leaves at most a few KB unused at the end of its last chunk. */
 #define MIN_CHUNK ((size_t)4 * 1024)
 #define CHUNK ((size_t)64 * 1024)
 
