@@ -47,10 +47,15 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/harness.h $(BUILD)/libctxkeel.a
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $@
 
+# What the C tests are told: where the transcripts are, the CLI, and the demo's transcript and
+# window (test_cli checks that the demo's replay goes through every tier).
+C_TEST_ENV = CK_CORPUS=$(CORPUS) CK_CLI=$(BUILD)/ctxkeel CK_DEMO_FILE=$(DEMO_FILE) \
+  CK_DEMO_WINDOW=$(DEMO_WINDOW)
+
 c-test: compile-check $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(BUILD)/ctxkeel
 	@test -n "$(C_TESTS)" || { echo "no C tests found"; exit 1; }
 	@fail=0; for t in $(C_TESTS); do \
-	  CK_CORPUS=$(CORPUS) CK_CLI=$(BUILD)/ctxkeel timeout 120 $(BUILD)/tests/$$t || fail=1; \
+	  $(C_TEST_ENV) timeout 120 $(BUILD)/tests/$$t || fail=1; \
 	done; exit $$fail
 
 # The core built file by file (catches clashing static names hidden by the amalgamation's
@@ -94,7 +99,7 @@ test: deps c-test py-test node-test
 # The main job: an agent loop replayed over a real transcript, compacted with the built-in
 # extractive summarizer, through every tier; then a check of every corpus transcript.
 DEMO_FILE ?= $(CORPUS)/openhands-ponyc-4588.json
-DEMO_WINDOW ?= 9000
+DEMO_WINDOW ?= 10000
 demo: $(BUILD)/ctxkeel
 	@test -f $(DEMO_FILE) || { echo "no transcript at $(DEMO_FILE) (../shared/corpus)"; exit 1; }
 	@rm -rf $(BUILD)/demo-store
@@ -120,7 +125,7 @@ asan: | deps
 # valgrind over the C tests.
 leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
 	@fail=0; for t in $(C_TESTS); do \
-	  CK_CORPUS=$(CORPUS) CK_CLI=$(BUILD)/ctxkeel valgrind -q --error-exitcode=99 --leak-check=full \
+	  $(C_TEST_ENV) valgrind -q --error-exitcode=99 --leak-check=full \
 	    --errors-for-leak-kinds=definite,indirect $(BUILD)/tests/$$t || fail=1; \
 	done; exit $$fail
 
