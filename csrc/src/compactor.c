@@ -804,14 +804,6 @@ static const char *tool_name_of(const ck_history *h, const char *id, size_t id_l
     return "tool";
 }
 
-/* ck__looks_failed() of part g, worked out once per compaction. */
-static int part_failed(ck_compaction *c, size_t g) {
-    const ck_part *p = &c->h->parts[g];
-    if (!c->failed[g]) c->failed[g] = (unsigned char)(1 + ck__looks_failed(p->text, p->text_len,
-                                                                            p->flags));
-    return c->failed[g] - 1;
-}
-
 /* Sets the placeholder of part g from its offload record. */
 static int substitute(ck_compaction *c, size_t g, const ck__offload *o, size_t max_lines,
                       size_t max_bytes) {
@@ -819,8 +811,8 @@ static int substitute(ck_compaction *c, size_t g, const ck__offload *o, size_t m
     ck__buf_init(&b);
     const ck_part *p = &c->h->parts[g];
     const ck_retention *policy = retention_for(c->owner, o->tool);
-    int rc = render_placeholder(&b, p, o, policy, policy ? 0 : part_failed(c, g), max_lines,
-                                max_bytes);
+    int failed = policy ? 0 : ck__part_failed(c->h, g, c->failed);
+    int rc = render_placeholder(&b, p, o, policy, failed, max_lines, max_bytes);
     if (rc) {
         ck__buf_dispose(&b);
         return rc;

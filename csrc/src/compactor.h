@@ -128,8 +128,8 @@ struct ck_compaction {
     uint64_t *tok;   /* per message of h, with placeholders applied */
     char **subst;    /* per part of h: the placeholder text replacing it, or NULL */
     size_t *subst_len;
-    unsigned char *failed; /* per part of h: 0 while unknown, else 1 + ck__looks_failed() of
-                              it, so that placeholders and the checkpoint read it once */
+    unsigned char *failed; /* per part of h: ck__part_failed()'s verdicts, so that the
+                              placeholders and the checkpoint work each out once */
     size_t failed_offloads;    /* outputs the store could not take (they stay in the view) */
     ck__offload *new_offloads; /* offloads done by this compaction (borrowed from owner) */
     size_t n_new_offloads, cap_new_offloads;

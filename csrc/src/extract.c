@@ -924,6 +924,14 @@ int ck__looks_failed(const char *text, size_t len, uint32_t part_flags) {
     return found[2] || (!found[1] && found[0]);
 }
 
+int ck__part_failed(const ck_history *h, size_t g, unsigned char *verdicts) {
+    const ck_part *p = &h->parts[g];
+    if (!verdicts) return ck__looks_failed(p->text, p->text_len, p->flags);
+    if (!verdicts[g])
+        verdicts[g] = (unsigned char)(1 + ck__looks_failed(p->text, p->text_len, p->flags));
+    return verdicts[g] - 1;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Extractive summarizer                                                                      */
 /* ------------------------------------------------------------------------------------------ */
@@ -936,7 +944,7 @@ int ck__looks_failed(const char *text, size_t len, uint32_t part_flags) {
 
 typedef struct xsum {
     const ck_history *h;
-    const unsigned char *verdicts; /* failure verdicts known per part, or NULL */
+    unsigned char *verdicts; /* ck__part_failed()'s table, or NULL */
     size_t start, end, budget;
     ck__idmap calls; /* tool-call id -> index into h->parts, over [0, end) */
     ck__buf out;     /* the anchor being written */
@@ -1153,11 +1161,7 @@ static void xsum_tried(xsum *x) {
         const ck_part *p = ck__msg_parts(h, i);
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
             if (p[k].kind != CK_PART_TOOL_RESULT) continue;
-            size_t g = h->msgs[i].first_part + k;
-            if (x->verdicts && x->verdicts[g]
-                    ? x->verdicts[g] == 1
-                    : !ck__looks_failed(p[k].text, p[k].text_len, p[k].flags))
-                continue;
+            if (!ck__part_failed(h, h->msgs[i].first_part + k, x->verdicts)) continue;
             x->n_failed++;
             size_t at = p[k].id_len ? ck__idmap_get(&x->calls, p[k].id, p[k].id_len) : SIZE_MAX;
             const char *line;
@@ -1258,7 +1262,7 @@ static int xsum_run(xsum *x, ck_anchors *a) {
 }
 
 ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens,
-                           const unsigned char *failed) {
+                           unsigned char *failed) {
     ck_anchors *a = ck_anchors_new();
     if (!a || !h) return a;
     xsum x;

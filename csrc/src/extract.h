@@ -64,6 +64,10 @@ int ck__is_rule_line(const char *line, size_t len);
  * file, permission denied, a non-zero "exit code"/"exit status"/"returned non-zero"). */
 int ck__looks_failed(const char *text, size_t len, uint32_t part_flags);
 
+/* ck__looks_failed() of part g of `h`. With `verdicts` (one byte a part of h: 0 while unknown,
+ * else 1 + the verdict), a verdict is worked out once and kept there for the next asker. */
+int ck__part_failed(const ck_history *h, size_t g, unsigned char *verdicts);
+
 /* ---- extractive summarizer ---- */
 
 /*
@@ -81,12 +85,11 @@ int ck__looks_failed(const char *text, size_t len, uint32_t part_flags);
  *   summary             one line: how many messages, tool calls and failures the span held.
  * Each anchor is kept within `max_tokens` / 6 tokens (chars / 4) and cut at a line or word
  * boundary, never inside a UTF-8 sequence. Anchors with nothing to say stay N/A.
- * `failed`, when not NULL, holds per part of `h` the failure verdicts already known: 0 for
- * unknown, else 1 + ck__looks_failed() (as a compaction keeps them), so none is worked out twice.
+ * `failed`, when not NULL, is the verdicts table of ck__part_failed(), read and filled here.
  * Returns NULL when out of memory. Caller owns the result (ck_anchors_free).
  */
 ck_anchors *ck__extractive(const ck_history *h, size_t start, size_t end, uint64_t max_tokens,
-                           const unsigned char *failed);
+                           unsigned char *failed);
 
 /* Cuts `len` back so that text[0..len) is at most `max` bytes, ends on a UTF-8 boundary and,
  * when possible, on a line or word boundary in the last quarter. Returns the new length. */
