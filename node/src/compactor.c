@@ -75,7 +75,6 @@ struct ckjs_job {
     ck_compaction *c;
     ck_format format; /* the history's resolved format, for building new messages */
     size_t count;     /* messages in the history; finish() checks its snapshot against it */
-    int reusable;     /* every message was read: the history may serve the next begin() */
     int finished;     /* ck_compactor_finish() has run (or ck_compactor_compact() did it) */
     int wrapped;      /* a JS object owns this struct */
 };
@@ -259,10 +258,10 @@ static ck_history *reuse_take(reuse_cache *cache, size_t unchanged, size_t *from
     return h;
 }
 
-/* Keeps a released job's history for the next begin() when all of it was read and the
- * compactor stays open; frees it otherwise. */
+/* Keeps a released job's history for the next begin() while the compactor stays open (a job
+ * is made only once every message was read); frees it otherwise. */
 static void reuse_keep(ckjs_compactor *self, ckjs_job *job) {
-    if (job->reusable && !self->closed && !self->reuse.history)
+    if (!self->closed && !self->reuse.history)
         self->reuse.history = job->history;
     else
         ck_history_free(job->history);
@@ -1071,7 +1070,6 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     self->reuse.live += string_bytes(history, from);
     job->history = history;
     job->count = ck_history_count(history);
-    job->reusable = 1;
     job->owner = self;
     self->job = job;
     ck_compactor_options o;
