@@ -296,6 +296,38 @@ describe('Records', () => {
   });
 });
 
+describe('the addon loaded directly', () => {
+  const addon = require('../../build/Release/ctxkeel.node');
+
+  it('checks the unchanged count of begin() and never reads past what it kept', () => {
+    const c = new addon.Compactor({ contextWindow: WINDOW, storeDir: store, sessionId: 'bare' });
+    const messages = openaiHistory();
+    assert.throws(() => c.begin(messages, 0, false, 'all'),
+      { name: 'TypeError', message: /unchanged must be a number, not a string/ });
+    assert.throws(() => c.begin(messages, 0, false, -1),
+      { name: 'RangeError', message: /unchanged must be an integer/ });
+    assert.throws(() => c.begin(messages, 0, false, 1.5), { name: 'RangeError' });
+    const tokens = (on, list, unchanged) => {
+      const job = on.begin(list, 0, false, unchanged);
+      try {
+        return job.finish(list).tokensBefore;
+      } finally {
+        job.free();
+      }
+    };
+    const other = new addon.Compactor({ contextWindow: WINDOW, storeDir: store,
+      sessionId: 'bare-other' });
+    const longer = messages.concat([h.user('One more message with several words in it.')]);
+    // Nothing kept yet: a count past the list reads every message.
+    assert.equal(tokens(c, messages, 1e6), tokens(other, messages, 0));
+    // A count past the history it kept is cut to that history: the new message is read.
+    assert.equal(tokens(c, longer, 1e6), tokens(other, longer, 0));
+    assert.ok(tokens(c, longer, 0) > tokens(c, messages, 0));
+    c.close();
+    other.close();
+  });
+});
+
 describe('property: random changes between calls', () => {
   it('a kept compactor always answers as a fresh one', async () => {
     const strings = (value, out) => {
