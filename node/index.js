@@ -5,27 +5,8 @@
 // RangeError that names the argument before any native code runs.
 'use strict';
 
-const path = require('node:path');
 const util = require('node:util');
-
-function loadAddon() {
-  const root = path.join(__dirname, '..');
-  const candidates = [
-    path.join(root, 'build', 'Release', 'ctxkeel.node'),
-    path.join(root, 'build', 'Debug', 'ctxkeel.node'),
-  ];
-  for (const file of candidates) {
-    try {
-      return require(file);
-    } catch (err) {
-      if (err.code !== 'MODULE_NOT_FOUND') throw err;
-    }
-  }
-  throw new Error(
-    `ctxkeel: the native addon is not built (looked for ${candidates.join(' and ')}); ` +
-      `run "npm install" (or "node node/build.js") in ${root}`,
-  );
-}
+const { loadAddon } = require('./loader.js');
 
 const addon = loadAddon();
 const { Records } = require('./unchanged.js');
@@ -49,7 +30,8 @@ Object.defineProperty(InputError.prototype, 'name', {
 addon._setErrorClasses(CtxkeelError, InputError);
 
 const FORMATS = ['auto', 'openai', 'anthropic'];
-const ESTIMATORS = ['default', 'chars4', 'cl100k'];
+/* The estimator names are the core's (ck_estimator_name). */
+const ESTIMATORS = addon._estimatorNames;
 
 function describe(value) {
   if (value === null) return 'null';
@@ -226,7 +208,7 @@ function isAbortSignal(value) {
 const NATIVE_OPTIONS = [
   'contextWindow', 'sessionId', 'storeDir', 'warn', 'soft', 'full', 'emergency', 'keepTail',
   'offloadThreshold', 'toolOffloadThreshold', 'summaryMaxTokens', 'estimator', 'format',
-  'pinFirstUser', 'retention', 'backend',
+  'pinFirstUser', 'retention', 'backend', 'backendTimeout', 'target', 'keepTailTokens',
 ];
 
 /** fn(value) now, or once `value` (a Promise) fulfils: one code path for the synchronous form
@@ -315,26 +297,23 @@ function readEvidenceTool(format = 'openai') {
   return addon.readEvidenceTool(format);
 }
 
-/** Reads a non-negative integer the model wrote (a number or a string of digits). */
-function modelInteger(value, fallback) {
-  if (value === undefined || value === null) return fallback;
-  const n = typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
-  return Number.isSafeInteger(n) && n >= 0 ? n : NaN;
-}
-
 /**
- * The parts of a read_evidence call: {shape: 'openai' | 'anthropic', id, input}. A call that is
- * not a read_evidence call at all is the host's mistake and throws.
+ * The parts of a read_evidence call: {shape: 'openai' | 'anthropic', id, args} with args the
+ * call's arguments as JSON text for the core ('' for none). A call that is not a read_evidence
+ * call at all is the host's mistake and throws; what the model wrote in it is the core's to
+ * judge.
  */
 function readEvidenceCall(call) {
   checkObject(call, 'call');
   let shape;
   let name;
   let input;
+  let where;
   if (call.type === 'tool_use') {
-    [shape, name, input] = ['anthropic', call.name, call.input];
+    [shape, name, input, where] = ['anthropic', call.name, call.input, 'call.input'];
   } else if (call.function !== null && typeof call.function === 'object') {
-    [shape, name, input] = ['openai', call.function.name, call.function.arguments];
+    [shape, name, input, where] = ['openai', call.function.name, call.function.arguments,
+      'call.function.arguments'];
   } else {
     throw typeError('call must be an OpenAI tool call or an Anthropic tool_use block');
   }
@@ -344,36 +323,19 @@ function readEvidenceCall(call) {
   if (name !== 'read_evidence') {
     throw rangeError(`call must be a call of read_evidence, not of ${JSON.stringify(name)}`);
   }
-  return { shape, id: call.id, input };
+  return { shape, id: call.id, args: argumentsText(input, where) };
 }
 
-const READ_EVIDENCE_USAGE = 'Call read_evidence with {"ref": "<the ref from the placeholder>", ' +
-  '"offset": 0, "limit": 200}.';
-
-/**
- * The model's arguments as {ref, offset, limit}, or {problem} (a sentence for the model) when it
- * got them wrong: JSON text or an object; offset and limit may be numbers or digit strings.
- */
-function readEvidenceArgs(input) {
-  const explain = (problem) => ({ problem: `read_evidence: ${problem} ${READ_EVIDENCE_USAGE}` });
-  let args = input;
-  if (typeof args === 'string') {
-    try {
-      args = args.trim() === '' ? {} : JSON.parse(args);
-    } catch (err) {
-      return explain(`the arguments are not valid JSON (${errorText(err)}).`);
-    }
+/** A tool call's arguments as the JSON text the core reads: a string as it is, nothing as ''
+ * (which the core reads as {}), any other value as its JSON.stringify text. */
+function argumentsText(input, where) {
+  if (typeof input === 'string') return input;
+  if (input === undefined) return '';
+  try {
+    return JSON.stringify(input) ?? '';
+  } catch (err) {
+    throw typeError(`${where} cannot be written as JSON (${errorText(err)})`);
   }
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) {
-    return explain('the arguments must be a JSON object.');
-  }
-  const { ref } = args;
-  const offset = modelInteger(args.offset, 0);
-  const limit = modelInteger(args.limit, 200);
-  if (typeof ref !== 'string' || ref === '') return explain('"ref" is missing or not a string.');
-  if (Number.isNaN(offset)) return explain('"offset" must be a line number from 0.');
-  if (Number.isNaN(limit) || limit < 1) return explain('"limit" must be a number of lines from 1.');
-  return { ref, offset, limit };
 }
 
 /**
@@ -431,10 +393,11 @@ class Compactor {
   }
 
   /**
-   * Returns {messages, tier, record, tokensBefore, tokensAfter}: the view of `messages` to send
-   * now. `summarize(request)` writes the checkpoint (a string or a Promise of one); without it
-   * the extractive summarizer does. A failing summarizer never rejects: the extractive
-   * summarizer takes over and record.fallback says why.
+   * Returns {messages, tier, record, tokensBefore, tokensAfter, ratioBefore, ratioAfter,
+   * repairs}: the view of `messages` to send now. `summarize(request)` writes the checkpoint
+   * (a string or a Promise of one); without it the extractive summarizer does. A failing
+   * summarizer never rejects: the extractive summarizer takes over and record.fallback says
+   * why. Rejects with CK_EOVERFLOW when the pinned messages and tool schemas do not fit.
    */
   async compact(messages, options) {
     checkMessages(messages);
@@ -459,6 +422,13 @@ class Compactor {
     const snapshot = messages.slice();
     this.#busy = true;
     let job = null;
+    // An abort while the backend is waited for stops the wait: the step then ends at once
+    // (its puts fail open), and a compaction aborted before it finishes rejects with an
+    // AbortError, leaving the session as it was.
+    const onAbort = () => this.#native.cancelBackend();
+    if (signal && this.#backend !== null) {
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
     try {
       try {
         const unchanged = this.#records.update(snapshot);
@@ -470,6 +440,7 @@ class Compactor {
         this.#records.reset();
         throw err;
       }
+      if (signal && signal.aborted) throw abortError(signal);
       if (job.needsSummary) await this.#summarize(job, snapshot, summarizeFn, signal);
       const result = await job.finish(snapshot);
       const record = result.record === null ? null : JSON.parse(result.record);
@@ -480,8 +451,12 @@ class Compactor {
         record,
         tokensBefore: result.tokensBefore,
         tokensAfter: result.tokensAfter,
+        ratioBefore: result.ratioBefore,
+        ratioAfter: result.ratioAfter,
+        repairs: result.repairs,
       };
     } finally {
+      if (signal) signal.removeEventListener('abort', onAbort);
       if (job) job.free();
       this.#busy = false;
     }
@@ -541,65 +516,52 @@ class Compactor {
     });
   }
 
-  /** Lines matching a POSIX extended regular expression, in one output or (ref null) all (a
-   * Promise of them with a backend). */
+  /** A Promise of the lines matching `pattern` (POSIX extended syntax, matched in linear
+   * time) in one output, or in all of them when ref is null. The search runs on the libuv
+   * pool; without a backend the compactor stays usable meanwhile (searches run side by side),
+   * with one it is busy until the search is done, as for its other calls. */
   searchEvidence(ref, pattern) {
-    return this.#call(() => {
-      if (ref !== null && ref !== undefined && typeof ref !== 'string') {
-        throw typeError(`ref must be a string or null, not ${describe(ref)}`);
-      }
-      if (typeof pattern !== 'string') {
-        throw typeError(`pattern must be a string, not ${describe(pattern)}`);
-      }
+    if (ref !== null && ref !== undefined && typeof ref !== 'string') {
+      return Promise.reject(typeError(`ref must be a string or null, not ${describe(ref)}`));
+    }
+    if (typeof pattern !== 'string') {
+      return Promise.reject(typeError(`pattern must be a string, not ${describe(pattern)}`));
+    }
+    try {
       return this.#native.searchEvidence(ref ?? null, pattern);
-    });
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
    * Answers a model's read_evidence call (an OpenAI tool call or an Anthropic tool_use block)
-   * with the matching tool result (a Promise of it with a backend). The model's mistakes come
-   * back as text it can act on.
+   * with the matching tool result (a Promise of it with a backend). The answer is the core's
+   * (ck_compactor_answer_read_evidence): the lines read, the matches of a pattern, or what was
+   * wrong with the call, in words the model can act on (the Anthropic result then has
+   * is_error).
    */
   handleReadEvidence(call) {
     return this.#call(() => {
-      const { shape, id, input } = readEvidenceCall(call);
-      const args = readEvidenceArgs(input);
-      const reply = (content, isError) => {
-        if (shape === 'openai') return { role: 'tool', tool_call_id: id, content };
-        const result = { type: 'tool_result', tool_use_id: id, content };
+      const { shape, id, args } = readEvidenceCall(call);
+      return andThen(this.#native.answerReadEvidence(args), ({ text, isError }) => {
+        if (shape === 'openai') return { role: 'tool', tool_call_id: id, content: text };
+        const result = { type: 'tool_result', tool_use_id: id, content: text };
         if (isError) result.is_error = true;
         return result;
-      };
-      if (args.problem) return reply(args.problem, true);
-      const missing = (err) => {
-        if (!(err instanceof InputError)) throw err;
-        return reply(`read_evidence: no evidence named ${JSON.stringify(args.ref)} in this ` +
-          'session; use the ref that a "[ctxkeel: tool output offloaded]" placeholder names.',
-        true);
-      };
-      const next = args.offset + args.limit;
-      let answer;
-      try {
-        answer = andThen(this.readEvidence(args.ref, { offset: args.offset, limit: args.limit }),
-          (content) => {
-            if (content === '') {
-              return reply(`read_evidence: "${args.ref}" has no lines from line ${args.offset} ` +
-                'on (offset counts lines from 0).', true);
-            }
-            return andThen(this.readEvidence(args.ref, { offset: next, limit: 1 }), (after) =>
-              reply(after === '' ? content : `${content}\n[ctxkeel: more lines follow; call ` +
-                `read_evidence with ref ${JSON.stringify(args.ref)} and offset ${next}]`, false));
-          });
-      } catch (err) {
-        return missing(err);
-      }
-      return answer instanceof Promise ? answer.catch(missing) : answer;
+      });
     });
   }
 
-  /** Tells the compactor the provider's prompt-token count for the last view it returned. */
-  observeUsage(promptTokens) {
-    this.#native.observeUsage(promptTokens);
+  /** Tells the compactor the provider's prompt size for the last view it returned: a number,
+   * or the usage object as the provider or SDK returned it (OpenAI, Anthropic with its cache
+   * fields, the AI SDK's usage / totalUsage, Gemini's usageMetadata, or a whole response);
+   * the core reads its JSON and counts the whole prompt. */
+  observeUsage(usage) {
+    const tokens = usage !== null && typeof usage === 'object'
+      ? addon.usagePromptTokens(JSON.stringify(usage))
+      : usage;
+    this.#native.observeUsage(tokens);
   }
 
   /** Forgets the session state (checkpoint, coverage, offloads); the audit log stays. */
@@ -636,7 +598,7 @@ class Compactor {
 }
 
 const HTTP_OPTIONS = ['baseUrl', 'model', 'api', 'apiKeyEnv', 'timeout', 'maxRetries', 'headers',
-  'backoff'];
+  'backoff', 'reasoningModel', 'extraBody'];
 const HTTP_APIS = ['openai', 'anthropic'];
 // The bounds the core accepts (csrc/src/http.c); node/src/http.c checks the same ones.
 const MAX_HTTP_TIMEOUT = 86400;
@@ -755,8 +717,19 @@ class HttpSummarizer {
       throw rangeError(`options.maxRetries must be an integer from 0 to ${MAX_HTTP_RETRIES}`);
     }
     const headers = headersOption(o);
+    const { reasoningModel = null, extraBody = null } = o;
+    if (reasoningModel !== null && typeof reasoningModel !== 'boolean') {
+      throw typeError('options.reasoningModel must be a boolean or null, not ' +
+        describe(reasoningModel));
+    }
+    // The core reads the JSON and refuses anything but one object.
+    const extraJson = extraBody === null ? undefined : JSON.stringify(extraBody);
+    if (extraBody !== null && typeof extraJson !== 'string') {
+      throw typeError(`options.extraBody must be an object, not ${describe(extraBody)}`);
+    }
     this.#native = new addon.HttpSummarizer({
       baseUrl, model, api, apiKeyEnv, timeout, maxRetries, headers, backoff,
+      reasoningModel: reasoningModel ?? undefined, extraBody: extraJson,
     });
     this.#shown = {
       baseUrl,
@@ -767,7 +740,15 @@ class HttpSummarizer {
       maxRetries,
       backoff,
       headers: headers === null ? [] : Object.keys(headers),
+      reasoningModel: this.#native.reasoningModel,
+      extraBody: extraBody === null ? [] : Object.keys(extraBody),
     };
+  }
+
+  /** True when requests send max_completion_tokens and no temperature: options.reasoningModel,
+   * or the core's choice by the model name (o1, o3, o4-mini, gpt-5...). */
+  get reasoningModel() {
+    return this.#native.reasoningModel;
   }
 
   /**
@@ -845,7 +826,53 @@ const statusCodes = Object.freeze(
   ),
 );
 
+// ---- replay -------------------------------------------------------------------------------
+
+const REPLAY_OPTIONS = [
+  'contextWindow', 'sessionId', 'storeDir', 'warn', 'soft', 'full', 'emergency', 'keepTail',
+  'offloadThreshold', 'toolOffloadThreshold', 'summaryMaxTokens', 'estimator', 'format',
+  'pinFirstUser', 'title',
+];
+
+/** What replay() returns: the core's rows, one per model call, its totals and its chart. */
+class Replay {
+  constructor({ rows, totals, svg, sessionId }, contextWindow) {
+    this.rows = rows;
+    this.totals = totals;
+    this.contextWindow = contextWindow;
+    this.sessionId = sessionId;
+    Object.defineProperty(this, '_svg', { value: svg });
+  }
+
+  /** The chart as SVG text: context use per model call, tier bands, a marker per compaction. */
+  toSvg() {
+    return this._svg;
+  }
+}
+
+/**
+ * Feeds `messages` (a message list, an object with `messages`, or its JSON text) to a new
+ * compactor as an agent loop would: before every assistant message the history up to it, and
+ * once after the last. The extractive summarizer writes the checkpoints; the evidence store and
+ * audit log go under `storeDir` (default ".ctxkeel"). Synchronous.
+ */
+function replay(messages, options) {
+  if (typeof messages !== 'string' && (messages === null || typeof messages !== 'object')) {
+    throw typeError(`messages must be an array, an object or JSON text, not ${describe(messages)}`);
+  }
+  checkObject(options, 'options');
+  const { title, ...rest } = knownOptions(options, 'options', REPLAY_OPTIONS);
+  if (rest.contextWindow === undefined) throw typeError('options.contextWindow is required');
+  if (title !== undefined && typeof title !== 'string') {
+    throw typeError(`options.title must be a string, not ${describe(title)}`);
+  }
+  const text = typeof messages === 'string' ? messages : JSON.stringify(messages);
+  return new Replay(addon.replay(text, rest, title), rest.contextWindow);
+}
+
 module.exports = {
+  replay,
+  Replay,
   estimateTokens,
   checkPairs,
   repairPairs,

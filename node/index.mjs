@@ -13,6 +13,8 @@ export const {
   mergeAnchors,
   Compactor,
   HttpSummarizer,
+  replay,
+  Replay,
   readEvidenceTool,
   version,
   statusCodes,

@@ -71,14 +71,16 @@ extern "C" {
     X(ETIMEDOUT, -12, "operation timed out")                                                   \
     X(ECANCELED, -13, "operation was canceled")                                                \
     X(ESUMMARY, -14, "summarizer failed")                                                      \
-    X(ESTATE, -15, "call is not valid in the object's current state")
+    X(ESTATE, -15, "call is not valid in the object's current state")                           \
+    X(ECONFLICT, -16, "object was changed by another writer")                                  \
+    X(EOVERFLOW, -17, "the pinned messages alone do not fit the context window")
 
 #define CK__STATUS_ENUM(name, value, text) CK_##name = value,
-typedef enum ck_status { CK_STATUS_LIST(CK__STATUS_ENUM) CK__STATUS_END = -16 } ck_status;
+typedef enum ck_status { CK_STATUS_LIST(CK__STATUS_ENUM) CK__STATUS_END = -18 } ck_status;
 #undef CK__STATUS_ENUM
 
 /* Number of codes in CK_STATUS_LIST; codes run from 0 down to -(CK_STATUS_COUNT - 1). */
-#define CK_STATUS_COUNT 16
+#define CK_STATUS_COUNT 18
 
 /* True for the codes that mean "the caller's input is wrong" (bindings map these to
  * InputError / a ValueError). */
@@ -106,12 +108,19 @@ typedef struct ck_error {
     char where[112];
 } ck_error;
 
-/* Message formats. AUTO detects from the tool-call shapes present. */
+/* Message formats (dialects). AUTO detects from the shapes present (see ck_history_read()). */
 typedef enum ck_format {
     CK_FORMAT_AUTO = 0,
     CK_FORMAT_OPENAI = 1,    /* Chat Completions: tool_calls, role "tool", tool_call_id */
     CK_FORMAT_ANTHROPIC = 2, /* Messages API: tool_use / tool_result content blocks */
+    CK_FORMAT_RESPONSES = 3, /* OpenAI Responses input items: function_call / _output, reasoning */
+    CK_FORMAT_GEMINI = 4,    /* Gemini contents: user / model turns, functionCall / Response */
+    CK_FORMAT_AI_SDK = 5,    /* Vercel AI SDK ModelMessage: tool-call / tool-result parts */
+    CK_FORMAT_LANGCHAIN = 6, /* LangChain message dicts (type human / ai / tool / system) */
 } ck_format;
+
+/* The number of formats, AUTO included. */
+#define CK_FORMAT_COUNT 7
 
 typedef enum ck_role {
     CK_ROLE_SYSTEM = 0,
@@ -134,6 +143,11 @@ typedef enum ck_part_kind {
 #define CK_PART_IS_ERROR (1u << 0)  /* a tool result marked as an error (is_error) */
 #define CK_PART_OPENAI (1u << 1)    /* came from OpenAI shapes (tool_calls, role "tool") */
 #define CK_PART_ANTHROPIC (1u << 2) /* came from an Anthropic content block */
+#define CK_PART_ATTACHED (1u << 3)  /* an item inside the content of the tool result before it
+                                       (an image in the result): it travels with that result */
+#define CK_PART_MADE_ID (1u << 4)   /* the id was made by the reader, the dialect has none (a
+                                       Gemini call and its response paired by order and name):
+                                       it pairs here and is never written back */
 
 /*
  * One part of a message. Strings are UTF-8, not NUL-terminated, and borrowed: the core never
@@ -154,6 +168,9 @@ typedef struct ck_part {
 
 /* ck_history_add_message() flags */
 #define CK_MSG_STRING_CONTENT (1u << 0) /* the message's content is a plain string */
+#define CK_MSG_JOINED (1u << 1)         /* continues the message before it (a Responses
+                                           function_call after its reasoning item): no fold,
+                                           cut or drop ever separates the two */
 
 /* The message list as the core sees it. Opaque. */
 typedef struct ck_history ck_history;
@@ -223,21 +240,26 @@ typedef enum ck_anchor {
 /* Five anchors plus a free summary. Opaque. An anchor that is N/A has no value. */
 typedef struct ck_anchors ck_anchors;
 
-/* Token estimators. */
+/* Token estimators. o200k and cl100k are exact: the count tiktoken gives for the encoding,
+ * with special tokens such as <|endoftext|> counted as the text they are. */
 typedef enum ck_estimator {
-    CK_EST_DEFAULT = 0, /* the calibrated estimator, fitted to o200k_base (GPT-4o and later) */
+    CK_EST_DEFAULT = 0, /* o200k_base (GPT-4o and later), exact where that is cheap */
     CK_EST_CHARS4 = 1,  /* UTF-8 bytes / 4, rounded up, for compatibility */
-    CK_EST_CL100K = 2,  /* the calibrated estimator fitted to cl100k_base (GPT-4, GPT-3.5) */
+    CK_EST_CL100K = 2,  /* exact cl100k_base counts (GPT-4, GPT-3.5) */
+    CK_EST_O200K = 3,   /* exact o200k_base counts */
 } ck_estimator;
 
 
 /* Compaction tiers, in order of severity (DESIGN section 2). */
 typedef enum ck_tier {
-    CK_TIER_NONE = 0,      /* below warn: the view is returned as it is */
+    CK_TIER_NONE = 0,      /* below warn: no new compaction (the view is the history, or the
+                              pinned messages + the current checkpoint + what it does not cover) */
     CK_TIER_WARN = 1,      /* offload large tool outputs outside the tail */
-    CK_TIER_SOFT = 2,      /* offload, then summarize the oldest half of the compactable span */
+    CK_TIER_SOFT = 2,      /* offload, then summarize the oldest part of the compactable span
+                              that brings the view to the target */
     CK_TIER_FULL = 3,      /* offload, then summarize the whole compactable span */
-    CK_TIER_EMERGENCY = 4, /* no model: fold the span into the checkpoint extractively */
+    CK_TIER_EMERGENCY = 4, /* no model: offload, fold the span extractively, keep the newest
+                              whole turns that fit within the target */
 } ck_tier;
 
 /* ck_compactor_options.flags */
@@ -271,19 +293,47 @@ typedef struct ck_retention {
  * "tool_results/<session>/<file>.txt", made only of [A-Za-z0-9._~-] and '/': the same names
  * the local store uses, so no key can escape a prefix the host puts before it. The core asks
  * get() before it puts a new key and never puts a second text under a key it has seen hold
- * another. Callbacks run on the thread that called into the compactor, one at a time.
+ * another. Callbacks run on the thread that called into the compactor, one at a time per
+ * compactor; compactors sharing one backend may call it from several threads at once.
+ *
+ * put and get are required. put_new and list are optional (NULL when the host has no such
+ * operation); a host that fills only put and get keeps working as before, and the features
+ * built on the optional two (create-only records, listing the evidence) say what they need.
+ *
+ * Every callback receives NUL-terminated strings borrowed for the call only, and reports a
+ * failure by returning an error code after writing a short reason into err->where (at most
+ * sizeof err->where - 1 bytes, never a credential); err may be NULL. CK_EIO is the code for a
+ * storage failure, CK_ETIMEDOUT for one that ran out of time. On a failed call the output
+ * stays in the view (fail-open) and the reason reaches the record.
  */
 typedef struct ck_evidence_backend {
     void *ctx;
-    /* Stores `len` bytes of `data` under `key`. Returns CK_OK, or an error code (CK_EIO for a
-     * storage failure) after writing a short reason into err->where; the output then stays in
-     * the view (fail-open) and the reason reaches the record. */
+    /* Stores `len` bytes of `data` under `key`, replacing what may be there. Returns CK_OK,
+     * or an error code (see above). `data` is borrowed; the backend copies what it keeps. */
     int (*put)(void *ctx, const char *key, const char *data, size_t len, ck_error *err);
     /* Fetches the text under `key`: sets *out to a buffer from ck_malloc() (never NULL, even
      * for an empty text) that the core takes over, *out_len to its length, and returns CK_OK;
      * when nothing is stored, leaves *out NULL and returns CK_OK. Other codes are failures,
      * as for put. */
     int (*get)(void *ctx, const char *key, char **out, size_t *out_len, ck_error *err);
+    /* Optional. Stores `len` bytes of `data` under `key` only if no object exists there, as
+     * one atomic step of the storage: of several writers racing on one key, exactly one gets
+     * CK_OK and the others CK_ECONFLICT, and nothing they wrote replaces the winner's text.
+     * Returns CK_OK (stored), CK_ECONFLICT (an object was there; nothing was written), or an
+     * error code as for put, after which the object may or may not exist: the caller reads
+     * the key to find out. `data` is borrowed. */
+    int (*put_new)(void *ctx, const char *key, const char *data, size_t len, ck_error *err);
+    /* Optional. Calls each(each_ctx, key, len) for every stored key that starts with `prefix`
+     * ("" for all) and, when `start_after` is not NULL, sorts after it, in byte order (memcmp
+     * of the keys), with the whole key (prefix included) as put() takes it: NUL-terminated at
+     * key[len], borrowed until `each` returns. A non-zero return from `each` stops the listing
+     * and list returns CK_OK; the host keeps its own reason in each_ctx. `each` runs on the
+     * calling thread. Returns CK_OK when every key was listed (or `each` stopped it), else an
+     * error code as for put; keys reported before a failure stay reported, so a caller that
+     * needs the whole list treats a failure as "not known". */
+    int (*list)(void *ctx, const char *prefix, const char *start_after,
+                int (*each)(void *each_ctx, const char *key, size_t len), void *each_ctx,
+                ck_error *err);
 } ck_evidence_backend;
 
 /*
@@ -322,7 +372,16 @@ typedef struct ck_compactor_options {
     const ck_evidence_backend *backend; /* NULL: files under store_dir; else copied (the
                                            ctx it points at must outlive the compactor) */
     ck_counter counter; /* count NULL: the built-in `estimator` */
+    double target;      /* how far a compaction brings the view, as a fraction of the window;
+                           0 means 0.50; must be below soft */
+    uint64_t keep_tail_tokens; /* the verbatim tail's token budget; 0 means window / 4 */
+    double backend_timeout; /* seconds one backend put or get may take; 0 means
+                               CK_BACKEND_TIMEOUT_DEFAULT; see ck_backend_timeout() */
 } ck_compactor_options;
+
+/* The default and the largest time limit of one evidence-backend call, in seconds. */
+#define CK_BACKEND_TIMEOUT_DEFAULT 10.0
+#define CK_BACKEND_TIMEOUT_MAX 86400.0
 
 /* A compactor: one agent session's compaction state. Opaque. */
 typedef struct ck_compactor ck_compactor;
@@ -369,16 +428,27 @@ typedef struct ck_http_options {
     ck_http_api api;
     const char *api_key_env; /* the environment variable holding the key, read at call time;
                                 NULL: OPENAI_API_KEY or ANTHROPIC_API_KEY; "" for no key */
-    double timeout;          /* seconds for one attempt, connect included; 0 means 60 */
-    double connect_timeout;  /* seconds; 0 means 10 */
+    double timeout;          /* seconds for the whole call: every attempt, connect included,
+                                and every wait between attempts; 0 means 60 */
+    double connect_timeout;  /* seconds for one connection; 0 means 10 */
     int max_retries;         /* attempts after the first; 0 means 3, negative means none */
     double backoff;          /* first retry delay in seconds, doubled each time with jitter;
                                 0 means 0.5 */
     const char *const *headers; /* extra "Name: value" lines, NULL-terminated list, or NULL */
+    int reasoning_model;     /* OpenAI API only: 1 sends "max_completion_tokens" and no
+                                "temperature", as reasoning models (o1, o3, o4-mini, gpt-5...)
+                                require; -1 sends "max_tokens" and "temperature": 0; 0 decides
+                                by the model name (see ck_http_reasoning_model()) */
+    const char *extra_body;  /* a JSON object (text) whose members are added to every request
+                                body, replacing ours of the same name ("temperature",
+                                "reasoning_effort"...); NULL for none */
 } ck_http_options;
 
 /* An HTTP summarizer. Opaque. */
 typedef struct ck_http_summarizer ck_http_summarizer;
+
+/* The built-in S3 evidence backend (see ck_s3_backend_new()). Opaque. */
+typedef struct ck_s3_backend ck_s3_backend;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Lifecycle                                                                        */
@@ -506,7 +576,10 @@ CK_API const char *ck_stub_result_text(void);
  * Token estimates. _text: one string. _message: message `i` of a history, with the
  * per-message overhead of the estimator. _history: every message plus the per-request overhead.
  * _tools: a tool-schema list given as its JSON text. All return 0 for empty input and never
- * fail. Thread-safe.
+ * fail. Thread-safe. The first count by o200k or default (cl100k) in a process indexes that
+ * encoding's rank table into static memory (about 20 ms and 5.5 MB; cl100k 10 ms and 3 MB, a
+ * further 1 MB on the first unbroken piece of over 96 bytes); counts of text pieces are then
+ * served from a per-process cache (512 KB of the 5.5 or 3 MB).
  */
 CK_API uint64_t ck_estimate_text(const char *data, size_t len, ck_estimator est);
 CK_API uint64_t ck_estimate_message(const ck_history *history, size_t i, ck_estimator est);
@@ -526,12 +599,18 @@ CK_API uint64_t ck_count_history(const ck_history *history, const ck_counter *co
  * with CK_ETOOBIG rather than truncated. */
 #define CK_MAX_STRING ((size_t)256 << 20)
 
-/* "default", "chars4" or "cl100k"; NULL for a bad value. Static string; never free. */
+/* "default", "chars4", "cl100k" or "o200k"; NULL for a bad value, so that a loop from 0 up to
+ * the first NULL lists every estimator. Static string; never free. */
 CK_API const char *ck_estimator_name(ck_estimator est);
+
+/* The estimator whose ck_estimator_name() is the `len` bytes at `name` (not NUL-terminated):
+ * sets *out and returns CK_OK, or returns CK_EINVAL for any other name or a NULL argument
+ * (*out untouched). Thread-safe. */
+CK_API int ck_estimator_from_name(const char *name, size_t len, ck_estimator *out);
 
 /* Tokens charged for one image part, in every estimator. */
 #define CK_IMAGE_TOKENS 765
-/* Tokens the calibrated estimators (default and cl100k) add per message, and once per
+/* Tokens the counting estimators (default, cl100k and o200k) add per message, and once per
  * request, as the providers' chat formats count them; chars4 adds none. */
 #define CK_MESSAGE_OVERHEAD 4
 #define CK_REQUEST_OVERHEAD 3
@@ -594,24 +673,186 @@ CK_API const char *ck_anchor_key(ck_anchor which);
 CK_API const char *ck_anchor_title(ck_anchor which);
 
 /*
- * Reads a JSON message array (or an object with a "messages" array and an optional "system"
- * field, as Anthropic requests have) into a new history. The history keeps the parsed
- * document, so its strings stay valid until it is freed. Errors name the place:
- * CK_ESYNTAX (err->offset), CK_ETYPE, CK_EMISSING, CK_EUTF8, CK_ETOOBIG.
+ * Reads a JSON message array (or an object with a "messages" array, as Anthropic requests
+ * have, whose other fields are kept) into a new history, in the dialect its messages show (see
+ * ck_history_read()). The history keeps the parsed document, so its strings stay valid until
+ * it is freed. Errors name the place: CK_ESYNTAX (err->offset; duplicate keys and text after
+ * the value too), CK_ETYPE, CK_EMISSING, CK_EUTF8, CK_ETOOBIG, CK_EFORMAT.
  * Caller owns the result; release it with ck_history_free(). Returns NULL on error.
  */
 CK_API ck_history *ck_json_read(const char *json, size_t len, ck_error *err);
 
+/* ck_json_read() in the dialect `format` (CK_FORMAT_AUTO detects it, as ck_json_read()
+ * does). Errors as ck_json_read(), and CK_EFORMAT for a message of another dialect.
+ * Caller owns the result; release it with ck_history_free(). Returns NULL on error. */
+CK_API ck_history *ck_json_read_as(const char *json, size_t len, ck_format format,
+                                   ck_error *err);
+
 /*
  * Writes the message list that `view` describes as JSON text, built from the document that
- * `history` (made by ck_json_read()) parsed: kept messages byte-for-byte as parsed, unknown
- * fields included. `format` is the view's format. `pretty` indents.
+ * `history` (made by ck_json_read()) parsed: kept messages and unknown fields as parsed
+ * (numbers as written, strings with every byte), new and edited messages in the history's
+ * dialect. `format` is ignored (the history's dialect writes). `pretty` indents.
  * Caller owns the result; release it with ck_free(). Returns NULL when out of memory or
  * when `history` was not made by ck_json_read() (then `err->code` says which).
  */
 CK_API char *ck_json_write(const ck_history *history, const ck_view *view, ck_format format,
                            int pretty, ck_error *err);
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Section - Host values: how the core reads and builds the host's own messages              */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A host value: a handle the host gives the core for one of its values (a Python object, a JS
+ * value, a node of a parsed JSON document) and gets back unchanged. The core never looks
+ * inside; `ptr` and `aux` are the host's to use.
+ */
+typedef struct ck_value {
+    void *ptr;
+    uint64_t aux;
+} ck_value;
+
+/* What a host value is. */
+typedef enum ck_value_kind {
+    CK_VALUE_ABSENT = 0, /* no value (a field that is not there) */
+    CK_VALUE_NULL = 1,
+    CK_VALUE_BOOL = 2,
+    CK_VALUE_NUMBER = 3,
+    CK_VALUE_STRING = 4,
+    CK_VALUE_ARRAY = 5,  /* a list: count and items */
+    CK_VALUE_OBJECT = 6, /* fields by key */
+    CK_VALUE_OTHER = 7,  /* anything else; read as its JSON where a value is taken whole */
+} ck_value_kind;
+
+/*
+ * Every field name the dialects read or write, once: X(NAME, "name"). A host makes its own
+ * key objects from this list once (ck_key_name()), so a lookup by key costs no string work.
+ */
+#define CK_KEY_LIST(X)                                                                         \
+    X(ROLE, "role") X(CONTENT, "content") X(TYPE, "type") X(TEXT, "text")                      \
+    X(TOOL_CALLS, "tool_calls") X(ID, "id") X(FUNCTION, "function") X(NAME, "name")           \
+    X(ARGUMENTS, "arguments") X(TOOL_CALL_ID, "tool_call_id") X(TOOL_USE_ID, "tool_use_id")   \
+    X(INPUT, "input") X(IS_ERROR, "is_error") X(THINKING, "thinking") X(SOURCE, "source")      \
+    X(IMAGE_URL, "image_url") X(CALL_ID, "call_id") X(OUTPUT, "output")                        \
+    X(SUMMARY, "summary") X(PARTS, "parts") X(FUNCTION_CALL, "functionCall")                   \
+    X(FUNCTION_RESPONSE, "functionResponse") X(ARGS, "args") X(RESPONSE, "response")          \
+    X(TOOL_CALL_ID_CAMEL, "toolCallId") X(TOOL_NAME, "toolName") X(RESULT, "result")          \
+    X(VALUE, "value") X(DATA, "data") X(CACHE_CONTROL, "cache_control")                        \
+    X(INLINE_DATA, "inlineData") X(FILE_DATA, "fileData") X(MESSAGES, "messages")             \
+    X(SYSTEM, "system")
+
+#define CK__KEY_ENUM(name, text) CK_KEY_##name,
+typedef enum ck_key { CK_KEY_LIST(CK__KEY_ENUM) CK_KEY_COUNT } ck_key;
+#undef CK__KEY_ENUM
+
+/* The field name of a key ("role"...). Static string; never free. NULL for a bad value. */
+CK_API const char *ck_key_name(ck_key key);
+
+/*
+ * How the core reads the host's values. Every callback returns CK_OK (or, for `field`, 1 when
+ * the field is there and 0 when it is not) or a negative status; a status other than the
+ * core's own is passed back to the caller unchanged, so a binding whose host code raised can
+ * keep the exception and raise it again.
+ *   kind     what `v` is;
+ *   field    field `key` of object `v` into *out (absent: return 0);
+ *   count    the number of items of array `v`;
+ *   item     item i of array `v`;
+ *   string   the UTF-8 bytes of string `v`, which must stay valid and unchanged until the
+ *            history the read fills is cleared or freed (the host pins or copies them, e.g.
+ *            with ck_history_alloc());
+ *   boolean  a boolean's value;
+ *   json     the compact JSON text of any value (a tool call's arguments object), kept valid
+ *            as strings are.
+ * The callbacks run on the thread that called the core, one at a time.
+ */
+typedef struct ck_host_reader {
+    void *ctx;
+    ck_value_kind (*kind)(void *ctx, ck_value v);
+    int (*field)(void *ctx, ck_value v, ck_key key, ck_value *out);
+    int (*count)(void *ctx, ck_value v, size_t *n);
+    int (*item)(void *ctx, ck_value v, size_t i, ck_value *out);
+    int (*string)(void *ctx, ck_value v, const char **s, size_t *len);
+    int (*boolean)(void *ctx, ck_value v, int *out);
+    int (*json)(void *ctx, ck_value v, const char **s, size_t *len);
+} ck_host_reader;
+
+/*
+ * How the core builds the host's values for a view. Values made here belong to the builder
+ * until they are handed on: `set` and `push` take the value they are given (also on failure);
+ * `drop` releases one that was not handed on. Every callback returns CK_OK or a negative
+ * status, passed back as for the reader.
+ *   object   a new empty object;
+ *   message  a new empty message object of the dialect's kind `type` ("human", "tool"...;
+ *            NULL when the dialect has none), like the host's message `like` (a value read
+ *            from the same list, or an ABSENT value): a host whose messages are instances of
+ *            classes makes one of the class that kind names; may be NULL (then `object`);
+ *   array    a new empty array;
+ *   string   a new string of `len` bytes of UTF-8;
+ *   boolean  a new boolean;
+ *   json     a new value from JSON text (a tool call's arguments as an object);
+ *   set      sets field `key` of object `obj` (made by this builder, or a copy) to `v`;
+ *   push     appends `v` to array `arr`;
+ *   copy     a shallow copy of object `v` (a value read from the host): every field, known or
+ *            not, the same values;
+ *   ref      the value `v` read from the host itself, for a list or object being built;
+ *   unset    removes field `key` from a copy;
+ *   drop     releases a value that was not handed on.
+ */
+typedef struct ck_host_builder {
+    void *ctx;
+    int (*object)(void *ctx, ck_value *out);
+    int (*message)(void *ctx, ck_value like, const char *type, ck_value *out);
+    int (*array)(void *ctx, ck_value *out);
+    int (*string)(void *ctx, const char *s, size_t len, ck_value *out);
+    int (*boolean)(void *ctx, int v, ck_value *out);
+    int (*json)(void *ctx, const char *json, size_t len, ck_value *out);
+    int (*set)(void *ctx, ck_value obj, ck_key key, ck_value v);
+    int (*push)(void *ctx, ck_value arr, ck_value v);
+    int (*copy)(void *ctx, ck_value v, ck_value *out);
+    int (*ref)(void *ctx, ck_value v, ck_value *out);
+    int (*unset)(void *ctx, ck_value obj, ck_key key);
+    void (*drop)(void *ctx, ck_value v);
+} ck_host_builder;
+
+/*
+ * Reads messages [from, n) of the host's message list `list` (an array value) into `history`,
+ * appending them: messages [0, from) must have been read into it already (by an earlier call,
+ * from an unchanged list; ck_history_truncate() to `from` first when the rest changed).
+ * `format` names the dialect; AUTO decides it from the messages (the first one that only one
+ * dialect can read decides; a list no dialect tells apart reads as OpenAI), and *format_out,
+ * when not NULL, gets the dialect used. The history keeps, per message and per part, the host
+ * value it came from, for ck_view_build().
+ * Errors name the place (err->where "messages[3].tool_calls[0].id", err->index 3):
+ * CK_ETYPE, CK_EMISSING, CK_EUTF8, CK_ETOOBIG, CK_EFORMAT (a message of another dialect than
+ * the one requested or detected), CK_ENOMEM, or a reader's own status. On error the history
+ * holds the messages before the one that failed.
+ */
+CK_API int ck_history_read(ck_history *history, const ck_host_reader *reader, ck_value list,
+                           size_t from, ck_format format, ck_format *format_out, ck_error *err);
+
+/* The dialect a history was read in (CK_FORMAT_AUTO for one built with add_message). */
+CK_API ck_format ck_history_dialect(const ck_history *history);
+
+/*
+ * Builds the host's message list that `view` describes, over the messages `history` read with
+ * ck_history_read(): kept messages are the host's own values (`ref`), edited ones shallow
+ * copies with only what changed replaced (unknown fields kept), new ones (a checkpoint, a stub
+ * result) made in the dialect's own shape. *out gets the new array. Errors: CK_EINVAL (the
+ * history was not read with ck_history_read()), CK_ENOMEM, or a builder's own status (then
+ * nothing is left over: every value made so far was dropped).
+ */
+CK_API int ck_view_build(const ck_view *view, const ck_history *history,
+                         const ck_host_builder *builder, ck_value *out, ck_error *err);
+
+/* "auto", "openai", "anthropic", "responses", "gemini", "ai-sdk", "langchain". Static string;
+ * never free. NULL for a bad value. */
+CK_API const char *ck_format_name(ck_format format);
+
+/* The format a name stands for ("ai_sdk" and "aisdk" also name ai-sdk); CK_EINVAL when none
+ * does. */
+CK_API int ck_format_from_name(const char *name, size_t len, ck_format *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Compactor                                                                        */
@@ -640,11 +881,24 @@ CK_API void ck_compactor_get_options(const ck_compactor *self, ck_compactor_opti
 /*
  * Starts a compaction of `history` (which must stay alive and unchanged until the compaction
  * is freed). `tool_tokens` is the token cost of the tool schemas sent with the request. Picks
- * the tier, offloads large tool outputs (writing the evidence store), and, for soft and full,
- * prepares the summary request (see ck_compaction_needs_summary()). The session state changes
- * only when the compaction is finished: one freed unfinished leaves the compactor as it was
- * (evidence it wrote stays in the store). Errors: CK_EFORMAT and the other input errors of
- * ck_history_format(), CK_ENOMEM. Caller owns *out; release it with ck_compaction_free().
+ * the tier, repairs broken tool-call pairs (storing what a repair drops), offloads large tool
+ * outputs and archives the span it will fold (writing the evidence store first), and, for soft
+ * and full, prepares the summary request (see ck_compaction_needs_summary()).
+ *
+ * The view it plans is bounded (DESIGN section 2): after warn, soft, full or emergency it is
+ * at most soft x window, and it is never above the window (tool schemas and the usage factor
+ * included). To get there it offloads, folds, then turns the largest outputs of the tail into
+ * placeholders (the newest turn's last), folds older tail turns, and shows over-long messages
+ * of the newest turn as head and tail; everything that leaves the view is stored first. Only
+ * when even the pinned messages, the tool schemas and a bare checkpoint exceed the window does
+ * it fail, with CK_EOVERFLOW (err->where says how many tokens they need and the window). A
+ * store that cannot be written leaves outputs in the view: the bound may then be missed, and
+ * the record's "error" says why.
+ *
+ * The session state changes only when the compaction is finished: one freed unfinished leaves
+ * the compactor as it was (evidence it wrote stays in the store). Errors: CK_EFORMAT and the
+ * other input errors of ck_history_format(), CK_EOVERFLOW, CK_ENOMEM. Caller owns *out; release
+ * it with ck_compaction_free().
  */
 CK_API int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
                               ck_compaction **out, ck_error *err);
@@ -696,9 +950,42 @@ CK_API const ck_view *ck_compaction_view(const ck_compaction *c);
  * no record). Borrowed from `c`; valid until it is freed; do not free or modify. */
 CK_API const char *ck_compaction_record(const ck_compaction *c, size_t *len);
 
-/* Estimated tokens of the view before and after (both count the tool schemas). */
+/* Estimated tokens of the view before and after (both count the tool schemas). The raw
+ * estimates: the usage factor is not applied. */
 CK_API uint64_t ck_compaction_tokens_before(const ck_compaction *c);
 CK_API uint64_t ck_compaction_tokens_after(const ck_compaction *c);
+
+/* The view before and after as a fraction of the window, the figures the tiers are chosen on:
+ * tool schemas included and the usage factor applied. */
+CK_API double ck_compaction_ratio_before(const ck_compaction *c);
+CK_API double ck_compaction_ratio_after(const ck_compaction *c);
+
+/* What a repair did to a tool-call pairing (ck_compaction_repairs()). */
+typedef enum ck_repair_kind {
+    CK_REPAIR_ORPHAN_DROPPED = 0,    /* a result whose call is nowhere: stored, then dropped */
+    CK_REPAIR_DUPLICATE_DROPPED = 1, /* a second result for one call: stored, then dropped */
+    CK_REPAIR_MISPLACED_DROPPED = 2, /* a result outside a result message: stored, dropped */
+    CK_REPAIR_STUB_ADDED = 3,        /* a call without a result got the stub result */
+    CK_REPAIR_CALL_DROPPED = 4,      /* a call with an empty or repeated id, or outside an
+                                        assistant message: stored, then dropped */
+    CK_REPAIR_RESULT_MOVED = 5,      /* a result moved right behind its call */
+    CK_REPAIR_KEPT_AS_TEXT = 6,      /* a result that had to go but could not be stored: kept
+                                        in the view as a user message of text */
+} ck_repair_kind;
+
+typedef struct ck_repair {
+    ck_repair_kind kind;
+    size_t index;   /* the message in the history given to begin */
+    const char *id; /* the tool-call id; borrowed from the compaction */
+    size_t id_len;
+} ck_repair;
+
+/* Every change the pairing repair made, in message order (NULL and *n = 0 when none). The
+ * array is borrowed from `c`; valid until it is freed. */
+CK_API const ck_repair *ck_compaction_repairs(const ck_compaction *c, size_t *n);
+
+/* "orphan_dropped", "duplicate_dropped"... Static string; never free. NULL for a bad value. */
+CK_API const char *ck_repair_kind_name(ck_repair_kind kind);
 
 /* Releases a compaction and its view. NULL is a no-op. */
 CK_API void ck_compaction_free(ck_compaction *c);
@@ -726,21 +1013,56 @@ CK_API int ck_compactor_read_evidence(const ck_compactor *self, const char *ref,
                                       ck_error *err);
 
 /*
- * Finds lines matching `pattern` (NUL-terminated POSIX extended regular expression) in one
- * piece of evidence (`ref`) or, with ref NULL, in all of the session's. The result is a JSON
- * array of {"ref", "line" (1-based), "text"}, at most `max_hits` entries (0: 1000).
- * Errors: CK_EINVAL (bad pattern: err->where = "pattern"; unknown ref), CK_EIO, CK_ENOMEM.
- * Caller owns *out; release it with ck_free().
+ * Finds lines matching `pattern` (NUL-terminated) in one piece of evidence (`ref`) or, with ref
+ * NULL, in all of the session's. The syntax is POSIX extended regular expressions as grep -E
+ * takes them, plus \d \w \s (and \D \W \S, ASCII classes), \b \B \< \> and (?:...);
+ * matching is case-sensitive, on UTF-8 characters, and takes time linear in the text (no
+ * backtracking). The result is a JSON array of {"ref", "line", "text"}, at most `max_hits`
+ * entries (0: 1000), where "line" counts from 0 as read_evidence offsets do, so reading at that
+ * offset lands on the line. The work of one call is capped at about a second: a search cut
+ * short returns what it found, followed by {"ref": "", "line": 0, "text": why, "cut": true}.
+ * Errors: CK_EINVAL (bad pattern, including backreferences, which are not supported, and
+ * repetition counts above 1000: err->where = "pattern", err->offset = the byte; unknown ref),
+ * CK_EIO (a store that cannot be read, or a symbolic link inside it: err->where = "symlink
+ * refused: <path>"), CK_ENOMEM. Caller owns *out; release it with ck_free().
+ * Thread safety: on a compactor made without a backend, a search reads only what
+ * ck_compactor_new() set up (the options and the store's paths), so searches may run on other
+ * threads beside each other and beside any other call on the compactor but its free.
  */
 CK_API int ck_compactor_search_evidence(const ck_compactor *self, const char *ref, size_t ref_len,
                                         const char *pattern, size_t max_hits, char **out,
                                         size_t *out_len, ck_error *err);
 
 /*
+ * The time limit a host gives each call of its evidence backend (ck_evidence_backend), for
+ * ck_compactor_options.backend_timeout = `seconds`: 0 means CK_BACKEND_TIMEOUT_DEFAULT (10 s);
+ * other values must be in (0, CK_BACKEND_TIMEOUT_MAX]. The core cannot interrupt a callback,
+ * so the host that runs the backend enforces the limit; a call past it fails as a storage
+ * failure (fail-open: the output stays in the view and the record says "backend timed out").
+ * Sets *effective (may be NULL). Errors: CK_EINVAL (err->where = "backend_timeout").
+ * Thread-safe.
+ */
+CK_API int ck_backend_timeout(double seconds, double *effective, ck_error *err);
+
+/*
  * The definition of the read_evidence tool for a tool list, as JSON text: OpenAI's function
- * shape or Anthropic's tool shape. Static string; never free.
+ * shape or Anthropic's tool shape. The tool reads a piece of evidence by `ref` (lines from
+ * `offset`, counted from 0, `limit` of them), or, given a `pattern`, finds the lines that match
+ * it in one piece (`ref`) or in the whole session (no ref), each with the offset to read at.
+ * Static string; never free.
  */
 CK_API const char *ck_read_evidence_tool(ck_format format);
+
+/*
+ * Answers a model's call of the read_evidence tool: `args` is the call's arguments as JSON
+ * text ({"ref", "offset", "limit", "pattern"}; an empty text means {}). The answer is the text
+ * for the tool result: the lines read, the matches found, or what was wrong with the call
+ * (a bad argument, an unknown ref), so the model can correct it; *is_error says which. Errors
+ * (as codes): CK_ENOMEM only. Caller owns *out; release it with ck_free().
+ */
+CK_API int ck_compactor_answer_read_evidence(const ck_compactor *self, const char *args,
+                                             size_t len, char **out, size_t *out_len,
+                                             int *is_error);
 
 /*
  * Tells the compactor how many prompt tokens the provider counted for the last view it
@@ -752,6 +1074,32 @@ CK_API void ck_compactor_observe_usage(ck_compactor *self, uint64_t prompt_token
 
 /* The current correction factor (1.0 until usage was observed). */
 CK_API double ck_compactor_usage_factor(const ck_compactor *self);
+
+/*
+ * The whole prompt's token count, for ck_compactor_observe_usage(), from a provider's usage
+ * object given as `len` bytes of JSON text, as the provider (or its SDK) returned it:
+ *   OpenAI Chat Completions  {"prompt_tokens": N, ...}        (cached tokens are inside N)
+ *   OpenAI Responses         {"input_tokens": N, ...}         (likewise)
+ *   Anthropic Messages       {"input_tokens": N, "cache_read_input_tokens": R,
+ *                             "cache_creation_input_tokens": C}: N + R + C, because
+ *                            Anthropic's input_tokens leaves the cached part out
+ *   AI SDK usage/totalUsage  {"inputTokens": N}, or {"inputTokens": {"total": N}};
+ *                            AI SDK 4 {"promptTokens": N}
+ *   Gemini usageMetadata     {"promptTokenCount": N} (Python SDK: "prompt_token_count")
+ *   Bedrock Converse         {"inputTokens": N, "cacheReadInputTokens": R,
+ *                             "cacheWriteInputTokens": W}: N + R + W
+ * or a wrapper holding one of these under "usage", "usageMetadata" or "usage_metadata" (a
+ * whole response or message), or a bare number. A field that is null counts as absent; a
+ * cache field that is absent counts 0. Pure: reads nothing else, keeps nothing.
+ * Returns CK_OK with *out set, or:
+ *   CK_ESYNTAX  the text is not JSON (err->offset);
+ *   CK_EINVAL   no shape above: err->where lists the fields looked for; or a count that is no
+ *               non-negative integer (a string, -1, 1.5, 1e30) or a sum past 2^64:
+ *               err->where names it ("usage.cache_read_input_tokens");
+ *   CK_ENOMEM.
+ * Thread-safe.
+ */
+CK_API int ck_usage_prompt_tokens(const char *json, size_t len, uint64_t *out, ck_error *err);
 
 /* "none", "warn", "soft", "full", "emergency". Static string; never free. */
 CK_API const char *ck_tier_name(ck_tier tier);
@@ -766,8 +1114,9 @@ CK_API const char *ck_checkpoint_marker(void);
 
 /*
  * Creates an HTTP summarizer. Errors: CK_EINVAL (err->where names the option: "base_url",
- * "model", "timeout"...), CK_ENOMEM. Returns NULL on error.
- * Caller owns the result; release it with ck_http_summarizer_free().
+ * "model", "timeout", "headers[2]", "extra_body"... an extra_body that is not one JSON object
+ * without repeated keys included; err->offset then says where in its text), CK_ENOMEM.
+ * Returns NULL on error. Caller owns the result; release it with ck_http_summarizer_free().
  * Thread-safe once made: calls from several threads run independent transfers.
  */
 CK_API ck_http_summarizer *ck_http_summarizer_new(const ck_http_options *opts, ck_error *err);
@@ -778,14 +1127,22 @@ CK_API void ck_http_summarizer_free(ck_http_summarizer *self);
 /*
  * Sends `req` and waits for the reply (blocking; run it off the event loop or without the
  * GIL). Retries connection errors, 429 and 5xx with exponential backoff and jitter, honouring
- * Retry-After; other 4xx fail at once. `cancel`, when not NULL, is polled during the transfer
- * and the waits: a non-zero value aborts with CK_ECANCELED within about 100 ms.
- * On success *reply holds the text (caller owns it; release it with ck_free()) and
- * *prompt_tokens / *completion_tokens (either may be NULL) the usage the provider reported.
+ * Retry-After; other 4xx fail at once. The whole call, retries and waits included, ends
+ * within the `timeout` option: a wait that would pass it is not begun, and the call fails with
+ * the last attempt's error. `cancel`, when not NULL, is polled during the transfer and the
+ * waits: a non-zero value aborts with CK_ECANCELED within about 100 ms.
+ * The API key is read from the environment at each call; one holding a control byte (a line
+ * break that would start a header of its own) is never sent: the call fails with CK_EINVAL.
+ * Every text the provider returns has the key blanked out ("[redacted]") before it reaches
+ * *reply or *why, so a server that echoes the key puts it in no checkpoint, record or log.
+ * On success *reply holds the text (NUL bytes kept; caller owns it; release it with
+ * ck_free()) and *prompt_tokens / *completion_tokens (either may be NULL) the usage the
+ * provider reported: the whole prompt as ck_usage_prompt_tokens() counts it, and the reply's
+ * tokens; a count that is absent or no non-negative integer leaves its variable untouched.
  * On failure *why (when not NULL) holds a one-line reason naming the HTTP status and the
- * provider's error message, truncated, and never the API key (caller owns it; ck_free()).
+ * provider's error message, truncated (caller owns it; ck_free()).
  * Errors: CK_ETIMEDOUT, CK_ECANCELED, CK_EIO (connection), CK_ESUMMARY (an HTTP error or a
- * reply without text), CK_ENOMEM.
+ * reply without text), CK_EINVAL (the key), CK_ENOMEM.
  */
 CK_API int ck_http_summarize(ck_http_summarizer *self, const ck_summary_request *req,
                              const volatile int *cancel, char **reply, size_t *reply_len,
@@ -794,6 +1151,215 @@ CK_API int ck_http_summarize(ck_http_summarizer *self, const ck_summary_request 
 /* A ck_summarize_fn over ck_http_summarize(): `ctx` is the ck_http_summarizer. A failure
  * becomes the compaction's fallback reason. */
 CK_API int ck_http_summarize_fn(void *ctx, const ck_summary_request *req, ck_compaction *c);
+
+/*
+ * True (1) when `model` (NUL-terminated) names an OpenAI reasoning model, which refuses
+ * "max_tokens" and a "temperature": an o-series name ("o1", "o3-mini", "o4-mini-2025-04-16")
+ * or a gpt-5 one ("gpt-5", "gpt-5-mini", "gpt-5.1"), in any case, after any "provider/"
+ * prefix ("openai/o3"). This is the default of ck_http_options.reasoning_model. Thread-safe.
+ */
+CK_API int ck_http_reasoning_model(const char *model);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Section - S3 evidence backend (libcurl)                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Creates an evidence backend over an S3 bucket (AWS S3 or an S3-compatible server), from the
+ * `len` bytes of `url` (not NUL-terminated; copied):
+ *
+ *   s3://BUCKET[/PREFIX][?region=R][&endpoint=E][&timeout=T][&retries=N][&max_keys=M]
+ *
+ *   BUCKET    3-63 of a-z, 0-9, '.' and '-' (required);
+ *   PREFIX    put before every key ("a/b" and "a/b/" are the same); A-Z a-z 0-9 . _ ~ - and
+ *             '/' only, with no empty, "." or ".." segment;
+ *   region    the signing region, such as us-east-1; default $AWS_REGION, then
+ *             $AWS_DEFAULT_REGION (one of the three is required);
+ *   endpoint  "http[s]://host[:port]" of an S3-compatible server, addressed path-style
+ *             (E/BUCKET/KEY); default https://BUCKET.s3.R.amazonaws.com (path-style on
+ *             https://s3.R.amazonaws.com for dotted bucket names);
+ *   timeout   seconds one call may take, retries and their waits included, every page of a
+ *             listing together (default 10);
+ *   retries   attempts after the first for connection errors, timeouts, 429 and 5xx, with
+ *             exponential backoff (100 ms doubled, at most 2 s) and jitter, and the server's
+ *             Retry-After when it fits the time left (0 to 10, default 3);
+ *   max_keys  keys per ListObjectsV2 page (1 to 1000, default 1000).
+ * Values may be percent-encoded. Requests are signed with libcurl's AWS SigV4; the
+ * credentials are read here, once, from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+ * (required) and AWS_SESSION_TOKEN (optional, sent as x-amz-security-token). They are never
+ * copied into an error, a reason or the normalized URL, and are wiped when the backend is freed.
+ * The headers are signed, a body is not (x-amz-content-sha256: UNSIGNED-PAYLOAD, as the AWS
+ * SDKs upload): on an http:// endpoint nothing but the network protects a body in transit.
+ *
+ * The operations, through ck_s3_backend_evidence(): put is a PUT that replaces the object
+ * (retried safely, since the core puts one text per key); get is a GET, where 404 means "not
+ * stored" (CK_OK, *out NULL) unless the bucket itself is missing; put_new is a PUT with
+ * If-None-Match: * where 412 gives CK_ECONFLICT, and a retried put_new that finds the bytes it
+ * was sending under the key counts as stored (its earlier attempt won); list is
+ * ListObjectsV2 with prefix, start-after and continuation tokens, each key reported without
+ * the URL's PREFIX, and fails with CK_EIO if the server's keys do not rise in byte order. Keys
+ * follow the PREFIX rules (1 to 1024 bytes with it); another key gives CK_EINVAL. Failures
+ * write a reason into err->where, such as "S3 GET: HTTP 403 access denied
+ * (SignatureDoesNotMatch)" or "S3 PUT: Couldn't connect to server (4 attempts)": CK_EIO for
+ * a refusal (403 says "access denied"), an unreachable server or exhausted retries,
+ * CK_ETIMEDOUT when the time ran out waiting for an answer, CK_ENOMEM. put_new relies on the
+ * server's conditional writes (AWS S3 has them; a server that ignores If-None-Match
+ * overwrites).
+ *
+ * Errors: CK_EINVAL naming the part in err->where ("url.scheme", "url.bucket", "url.prefix",
+ * "url.region", "url.endpoint", "url.timeout", "url.retries", "url.max_keys", "url.<unknown
+ * parameter>", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+ * "AWS_REGION"), CK_EIO (libcurl could not start), CK_ENOMEM. Makes no request: a wrong
+ * endpoint or secret shows at the first call. Returns NULL on error.
+ * Caller owns the result; release it with ck_s3_backend_free().
+ * Thread-safe once made: calls from several threads (several compactors sharing it) run
+ * independent transfers; idle connections are kept for reuse.
+ */
+CK_API ck_s3_backend *ck_s3_backend_new(const char *url, size_t len, ck_error *err);
+
+/* Releases an S3 backend and its connections. NULL is a no-op. No call may be running on it,
+ * and no compactor may still hold its ck_s3_backend_evidence(). */
+CK_API void ck_s3_backend_free(ck_s3_backend *self);
+
+/*
+ * The backend's operations (put, get, put_new, list; ctx is `self`), for
+ * ck_compactor_options.backend or for calling directly. NULL when self is NULL.
+ * Borrowed from `self`; valid until it is freed; do not free or modify.
+ */
+CK_API const ck_evidence_backend *ck_s3_backend_evidence(const ck_s3_backend *self);
+
+/*
+ * The URL in normalized form, "s3://BUCKET/PREFIX/?region=R[&endpoint=E]", with no
+ * credential: what a record or a log may say about where evidence went. NULL when self is
+ * NULL. Borrowed from `self`; valid until it is freed; do not free or modify.
+ */
+CK_API const char *ck_s3_backend_url(const ck_s3_backend *self);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Section - Replay                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A replay feeds a recorded transcript to a compactor as an agent loop would have: before
+ * every assistant message (a model call) the history up to it, and once more after the last
+ * message. Each call gives one row. The CLI's `replay`, Python's ctxkeel.replay() and Node's
+ * replay() all run ck_replay_run(), so their rows agree.
+ *
+ * Rows are read through ck_replay_get(), which hands out a pointer into the replay, so fields
+ * added at the end of this struct in later versions do not break callers built against this
+ * one. Strings in a row are NUL-terminated as well as counted.
+ */
+typedef struct ck_replay_row {
+    size_t call;             /* 1-based number of the model call */
+    size_t messages;         /* messages of the history at this call */
+    size_t view_messages;    /* messages of the view sent */
+    uint64_t history_tokens; /* estimated tokens of the whole history at this call: what would
+                                be sent without ctxkeel (the compactor's estimator or counter,
+                                without its usage factor) */
+    uint64_t tokens_before;  /* the view before this call's compaction (see
+                                ck_compaction_tokens_before()) */
+    uint64_t tokens_after;   /* the view sent */
+    double ratio_before;     /* tokens_before / context_window */
+    double ratio_after;      /* tokens_after / context_window */
+    ck_tier tier;            /* the tier this call's compaction chose */
+    size_t compaction;       /* 1-based number of the compaction this call made (an audit
+                                record written), 0 when the view needed no change */
+    size_t summarized;       /* messages folded into the checkpoint by it */
+    size_t offloaded;        /* tool outputs moved to the evidence store by it */
+    size_t summary_calls;    /* summary requests it made (0 or 1): answered by the summarizer
+                                given to ck_replay_run(), or by the extractive one without */
+    uint64_t summary_tokens; /* estimated tokens of those requests (system prompt + prompt) */
+    int fallback;            /* 1 when the summarizer failed and the extractive one wrote the
+                                checkpoint (the record's "fallback" says why) */
+    const char *action;      /* one line that says what the call did: "-" for nothing, else
+                                ">> compaction N: ..." */
+    const char *record;      /* the audit record, one line of JSON; NULL without a compaction */
+    size_t record_len;
+    const char *checkpoint;  /* the text of the checkpoint message, on the call whose view first
+                                holds it (NULL on the calls that resend it, and before any) */
+    size_t checkpoint_len;
+    const char *placeholder; /* the text that replaced the first output this compaction
+                                offloaded, as the view shows it; NULL when none */
+    size_t placeholder_len;
+} ck_replay_row;
+
+/* Sums over the rows of a replay (see ck_replay_totals()). */
+typedef struct ck_replay_total {
+    size_t calls;                       /* model calls */
+    size_t per_tier[CK_TIER_EMERGENCY + 1]; /* calls per tier, indexed by ck_tier */
+    size_t compactions;                 /* calls that changed the view */
+    size_t summary_calls;               /* summary requests */
+    uint64_t summary_tokens;            /* their estimated tokens */
+    size_t offloaded;                   /* outputs moved to the evidence store */
+    uint64_t tokens_sent;               /* tokens_after summed over the calls: sent with ctxkeel */
+    uint64_t tokens_without;            /* history_tokens summed: sent without ctxkeel */
+    double peak_ratio;                  /* the largest ratio_after */
+    double peak_ratio_without;          /* the largest history_tokens / context_window */
+    size_t over_window_without;         /* calls whose whole history exceeds the window: a
+                                           provider would refuse them without ctxkeel */
+    size_t first_over_without;          /* the first of those calls (1-based), 0 when none */
+} ck_replay_total;
+
+/* A finished replay: its rows. Opaque. */
+typedef struct ck_replay ck_replay;
+
+/*
+ * Replays `history` through `compactor` (whose session state and evidence store it uses and
+ * changes, as real calls would): one ck_compactor_compact() per model call, on the history up
+ * to that call. `summarize` and `ctx` are as for ck_compactor_compact(); NULL is the
+ * extractive summarizer. The history must stay alive and unchanged during the call; nothing
+ * of it is kept after. Errors: those of ck_compactor_compact() (the replay stops at the first
+ * and returns nothing), CK_EINVAL (a NULL argument), CK_ENOMEM.
+ * Caller owns *out; release it with ck_replay_free().
+ */
+CK_API int ck_replay_run(ck_compactor *compactor, const ck_history *history,
+                         ck_summarize_fn summarize, void *ctx, ck_replay **out, ck_error *err);
+
+/* Releases a replay and its rows. NULL is a no-op. */
+CK_API void ck_replay_free(ck_replay *self);
+
+/* Number of rows (model calls). */
+CK_API size_t ck_replay_count(const ck_replay *self);
+
+/* Row `i` (0-based), or NULL when i is out of range. Borrowed from `self`; valid until it is
+ * freed; do not free or modify. */
+CK_API const ck_replay_row *ck_replay_get(const ck_replay *self, size_t i);
+
+/* The context window the replay measured against. */
+CK_API uint64_t ck_replay_window(const ck_replay *self);
+
+/* Fills `out` with the sums over every row (all zero for NULL). */
+CK_API void ck_replay_totals(const ck_replay *self, ck_replay_total *out);
+
+/*
+ * The chart of a replay as an SVG document: tokens sent per model call as a share of the
+ * window, with the compactor's tier thresholds as bands, a dashed marker at each compaction,
+ * the view before and after compaction and the whole history (what would be sent without
+ * ctxkeel), axes labelled. `title` (NUL-terminated, may be NULL) heads it, escaped.
+ * Returns CK_OK, CK_EINVAL (NULL arguments) or CK_ENOMEM. `len` may be NULL.
+ * Caller owns *out; release it with ck_free().
+ */
+CK_API int ck_replay_svg(const ck_replay *self, const char *title, char **out, size_t *len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Section - Command line                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * The ctxkeel command: `ctxkeel check|repair|tokens|compact|replay FILE [options]`, and
+ * `ctxkeel --help`, which explains every subcommand, flag and output column. argv[0] is the
+ * program's name; the rest are the arguments as a shell passes them. Returns the exit status:
+ * 0 success, 1 violations found (check), 2 bad usage or input.
+ *
+ * This is the one function of the library that does I/O of its own: it reads the FILE it is
+ * given (or standard input for "-"), writes its report to stdout and its diagnostics to
+ * stderr through C stdio, writes the files named by -o and --svg, and uses the evidence store
+ * of --store. It flushes stdout and stderr before it returns, so a host that calls it in its
+ * own process (the Python console script, the npm bin) and writes through other buffers
+ * afterwards keeps the order. The csrc/cli/ctxkeel.c program is only a main() around it.
+ * Not thread-safe (stdio, and the environment variable of --api-key-env).
+ */
+CK_API int ck_cli_main(int argc, char **argv);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Section - Errors                                                                           */

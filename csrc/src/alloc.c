@@ -18,8 +18,10 @@ void ck_set_allocator(void *(*new_malloc)(size_t), void *(*new_calloc)(size_t, s
     ck__calloc_fn = new_calloc ? new_calloc : calloc;
     ck__realloc_fn = new_realloc ? new_realloc : realloc;
     ck__free_fn = new_free ? new_free : free;
-    /* cJSON's allocator is process-wide and may serve other code in the process, so it is left
-     * alone: the core frees what cJSON allocates with cJSON's own functions. */
+    /* The core's JSON layer (json.h) allocates through these hooks like every core file.
+     * cJSON, still used by checkpoint.c and json.c until they move to that layer, has a
+     * process-wide allocator that may serve other code in the process, so it is left alone:
+     * the core frees what cJSON allocates with cJSON's own functions. */
 }
 
 void ck_free(void *ptr) {

@@ -6,11 +6,11 @@
  * then fenced blocks, then a bare JSON object, and keeps whatever it recognised. */
 #include "ctxkeel.h"
 
-#include <cJSON.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "./alloc.h"
+#include "./json.h"
 
 /* The summary lives in one more slot after the anchors, so that parsing can treat it as a
  * sixth section. */
@@ -436,6 +436,12 @@ static char fence_open(const char *p, size_t n, size_t *run, size_t *info) {
     return p[i];
 }
 
+int ck__anchors_line_is_markup(const char *p, size_t n) {
+    size_t body, run, info;
+    int level;
+    return classify_line(p, n, &body, &level) != HEAD_TEXT || fence_open(p, n, &run, &info);
+}
+
 static int fence_closes(const char *p, size_t n, char ch, size_t run) {
     size_t r = 0, info = 0;
     if (fence_open(p, n, &r, &info) != ch || r < run) return 0;
@@ -503,30 +509,33 @@ static int scan_markdown(section_acc *acc, const char *text, size_t len) {
 /* ------------------------------------------------------------------------------------------ */
 
 /* Appends a JSON value that is not a string as compact JSON text. */
-static int add_printed(text_buf *b, const cJSON *item) {
-    char *printed = cJSON_PrintUnformatted(item);
-    if (!printed) return -1;
-    int rc = buf_add(b, printed, strlen(printed));
-    cJSON_free(printed);
+static int add_printed(text_buf *b, const ck__jval *item) {
+    ck__buf out;
+    ck__buf_init(&out);
+    ck__jwriter w;
+    ck__jw_init(&w, &out, 0);
+    ck__jw_value(&w, item);
+    int rc = out.failed ? -1 : buf_add(b, out.data ? out.data : "", out.len);
+    ck__buf_dispose(&out);
     return rc;
 }
 
-/* Adds one recognised key: a string as it is, null as N/A, an array as "- item" lines, any
- * other value as its JSON text. */
-static int add_json_value(section_acc *acc, int slot, const cJSON *item) {
-    if (cJSON_IsString(item) && item->valuestring)
-        return section_add(acc, slot, item->valuestring, strlen(item->valuestring));
-    if (cJSON_IsNull(item)) return section_add(acc, slot, "", 0);
+/* Adds one recognised key: a string as it is (NUL bytes and all), null as N/A, an array as
+ * "- item" lines, any other value as its JSON text. */
+static int add_json_value(section_acc *acc, int slot, const ck__jval *item) {
+    size_t n = 0;
+    const char *str = ck__jstr(item, &n);
+    if (str) return section_add(acc, slot, str, n);
+    if (ck__jis(item, CK__JNULL)) return section_add(acc, slot, "", 0);
     text_buf tmp = {NULL, 0, 0};
     int rc = 0;
-    if (cJSON_IsArray(item)) {
-        for (const cJSON *el = item->child; el && rc == 0; el = el->next) {
+    if (ck__jis(item, CK__JARRAY)) {
+        for (size_t i = 0; i < ck__jcount(item) && rc == 0; i++) {
+            const ck__jval *el = ck__jat(item, i);
             if (tmp.len) rc = buf_add(&tmp, "\n", 1);
             if (rc == 0) rc = buf_add(&tmp, "- ", 2);
-            if (rc == 0 && cJSON_IsString(el) && el->valuestring)
-                rc = buf_add(&tmp, el->valuestring, strlen(el->valuestring));
-            else if (rc == 0)
-                rc = add_printed(&tmp, el);
+            if (rc == 0 && (str = ck__jstr(el, &n)) != NULL) rc = buf_add(&tmp, str, n);
+            else if (rc == 0) rc = add_printed(&tmp, el);
         }
     } else {
         rc = add_printed(&tmp, item);
@@ -537,24 +546,23 @@ static int add_json_value(section_acc *acc, int slot, const cJSON *item) {
 }
 
 /* Reads a JSON object starting at `s` into `acc`; text after the object is ignored, and text
- * that is not an object with a known key adds nothing. Returns -1 on OOM. */
+ * that is not an object with a known key adds nothing. A repeated key adds to its section, in
+ * document order. Returns -1 on OOM. */
 static int scan_json(section_acc *acc, const char *s, size_t n) {
-    /* cJSON gets its own terminated copy, so that no version of it can read past `n`. */
-    char *copy = ck__strndup(s, n);
-    if (!copy) return -1;
-    cJSON *root = cJSON_ParseWithLength(copy, n);
-    ck__free(copy);
-    /* A NULL root may also mean cJSON ran out of memory; that is indistinguishable from bad
-     * syntax, and treating it as "no JSON here" is the safe reading. */
-    if (!root) return 0;
+    /* A model's reply is not ours to refuse: bytes that are not UTF-8 stay as they are. */
+    ck__jread_options o = {CK__JREAD_TRAILING | CK__JREAD_ANY_BYTES, 0};
+    ck_error err;
+    ck__jdoc *doc = ck__jread(s, n, o, &err);
+    if (!doc) return err.code == CK_ENOMEM ? -1 : 0;
+    const ck__jval *root = ck__jdoc_root(doc);
+    size_t count = ck__jis(root, CK__JOBJECT) ? ck__jcount(root) : 0;
     int rc = 0;
-    if (cJSON_IsObject(root)) {
-        for (const cJSON *item = root->child; item && rc == 0; item = item->next) {
-            int slot = item->string ? name_slot(item->string, strlen(item->string)) : -1;
-            if (slot >= 0) rc = add_json_value(acc, slot, item);
-        }
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const ck__jmember *m = ck__jmember_at(root, i);
+        int slot = m ? name_slot(m->key, m->key_len) : -1;
+        if (slot >= 0) rc = add_json_value(acc, slot, &m->value);
     }
-    cJSON_Delete(root);
+    ck__jdoc_free(doc);
     return rc;
 }
 

@@ -73,3 +73,19 @@ char *ck__buf_take(ck__buf *b, size_t *len) {
     ck__buf_init(b);
     return out;
 }
+
+void ck__buf_add_inline(ck__buf *b, const char *s, size_t len, size_t max) {
+    size_t n = len <= max ? len : max;
+    /* Back off a cut UTF-8 sequence: no continuation byte may start what is left out. */
+    while (n < len && n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    if (reserve(b, n + 3)) return;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        b->data[b->len++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    if (n < len) {
+        memcpy(b->data + b->len, "...", 3);
+        b->len += 3;
+    }
+    b->data[b->len] = '\0';
+}

@@ -22,6 +22,9 @@ void ck__buf_printf(ck__buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Appends a string the caller chose (an id, a tool name) so that it stays on one line: at most
+ * `max` bytes (cut on a UTF-8 boundary, then "..."), control bytes as '?'. */
+void ck__buf_add_inline(ck__buf *b, const char *s, size_t len, size_t max);
 /* Hands the text to the caller (release with ck__free) and resets the buffer; NULL when an
  * append failed (the buffer is freed then). */
 char *ck__buf_take(ck__buf *b, size_t *len);

@@ -1,5 +1,7 @@
 /* Token counts from a host tokenizer (ck_counter): one call per message, its strings joined,
- * with the same per-message overhead and image charge as the built-in estimators. */
+ * with the same per-message overhead and image charge as the built-in estimators. A counter
+ * may answer any number up to UINT64_MAX - 1 (UINT64_MAX means "cannot answer"), so sums
+ * saturate at UINT64_MAX - 1 rather than wrap around to a small count. */
 #include "ctxkeel.h"
 
 #include <stdint.h>
@@ -7,6 +9,12 @@
 
 #include "./buf.h"
 #include "./internal.h"
+
+/* a + b, at most COUNTER_MAX. */
+#define COUNTER_MAX (UINT64_MAX - 1)
+static uint64_t counter_add(uint64_t a, uint64_t b) {
+    return b >= COUNTER_MAX || a >= COUNTER_MAX - b ? COUNTER_MAX : a + b;
+}
 
 uint64_t ck__count_parts(const ck_counter *counter, const ck_part *parts, size_t stride,
                          size_t n) {
@@ -33,7 +41,9 @@ uint64_t ck__count_parts(const ck_counter *counter, const ck_part *parts, size_t
         tokens = joined.len ? counter->count(counter->ctx, joined.data, joined.len) : 0;
     ck__buf_dispose(&joined);
     if (tokens == UINT64_MAX) return UINT64_MAX;
-    return tokens + images * CK_IMAGE_TOKENS + CK_MESSAGE_OVERHEAD;
+    uint64_t image_cost =
+        images > COUNTER_MAX / CK_IMAGE_TOKENS ? COUNTER_MAX : images * CK_IMAGE_TOKENS;
+    return counter_add(counter_add(tokens, image_cost), CK_MESSAGE_OVERHEAD);
 }
 
 uint64_t ck_count_message(const ck_history *history, size_t i, const ck_counter *counter) {
@@ -49,7 +59,7 @@ uint64_t ck_count_history(const ck_history *history, const ck_counter *counter) 
     for (size_t i = 0; i < history->n_msgs; i++) {
         uint64_t t = ck_count_message(history, i, counter);
         if (t == UINT64_MAX) return UINT64_MAX;
-        tokens += t;
+        tokens = counter_add(tokens, t);
     }
     return tokens;
 }

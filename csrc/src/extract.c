@@ -12,7 +12,6 @@
  * fail_, xsum_) to keep clear of other files' statics. */
 #include "./extract.h"
 
-#include <cJSON.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "./alloc.h"
 #include "./idmap.h"
 #include "./internal.h"
+#include "./json.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Text helpers                                                                               */
@@ -116,6 +116,7 @@ typedef struct ident_entry {
     char *text; /* NUL-terminated copy */
     size_t len, seq;
     unsigned count;
+    unsigned prio; /* CK__IDENT_* the highest source it was seen in */
 } ident_entry;
 
 /* Entries stay where they are once added (until a prune), so the map can index them; `order`
@@ -147,9 +148,11 @@ void ck__idents_free(ck__idents *s) {
     ck__free(s);
 }
 
-/* Newest first, then most frequent, then by bytes. Texts are distinct, so the order is total
+/* What the agent acted on first (seen in user messages or in the agent's own calls and text),
+ * then newest, then most frequent, then by bytes. Texts are distinct, so the order is total
  * and any correct sort gives the same result. */
 static int ident_before(const ident_entry *a, const ident_entry *b) {
+    if (a->prio != b->prio) return a->prio > b->prio;
     if (a->seq != b->seq) return a->seq > b->seq;
     if (a->count != b->count) return a->count > b->count;
     int c = memcmp(a->text, b->text, a->len < b->len ? a->len : b->len);
@@ -184,13 +187,14 @@ static void idents_rank(const ck__idents *cs) {
     s->ranked = 1;
 }
 
-/* Keeps the IDENTS_KEEP best-ranked entries. The new map is made first, so running out of
- * memory leaves the set as it was. */
-static int idents_prune(ck__idents *s) {
+/* Keeps the `keep` best-ranked entries. The new map is made first, so running out of memory
+ * leaves the set as it was. */
+static int idents_prune(ck__idents *s, size_t keep) {
+    if (s->n <= keep) return CK_OK;
     ck__idmap map;
-    if (ck__idmap_init(&map, IDENTS_KEEP)) return CK_ENOMEM;
+    if (ck__idmap_init(&map, keep)) return CK_ENOMEM;
     idents_rank(s);
-    for (size_t r = IDENTS_KEEP; r < s->n; r++) {
+    for (size_t r = keep; r < s->n; r++) {
         ck__free(s->ents[s->order[r]].text);
         s->ents[s->order[r]].text = NULL;
     }
@@ -198,7 +202,7 @@ static int idents_prune(ck__idents *s) {
     for (size_t i = 0; i < s->n; i++) {
         if (!s->ents[i].text) continue;
         s->ents[k] = s->ents[i];
-        /* Sized for IDENTS_KEEP keys, the map does not grow here, so this cannot fail. */
+        /* Sized for `keep` keys, the map does not grow here, so this cannot fail. */
         ck__idmap_put(&map, s->ents[k].text, s->ents[k].len, k);
         k++;
     }
@@ -209,16 +213,18 @@ static int idents_prune(ck__idents *s) {
     return CK_OK;
 }
 
-static int idents_put(ck__idents *s, const char *text, size_t len, size_t seq, unsigned count) {
+static int idents_put(ck__idents *s, const char *text, size_t len, size_t seq, unsigned count,
+                      unsigned prio) {
     size_t at = ck__idmap_get(&s->map, text, len);
     s->ranked = 0;
     if (at != SIZE_MAX) {
         ident_entry *e = &s->ents[at];
         if (seq > e->seq) e->seq = seq;
+        if (prio > e->prio) e->prio = prio;
         e->count = e->count > UINT_MAX - count ? UINT_MAX : e->count + count;
         return CK_OK;
     }
-    if (s->n >= IDENTS_CAP && idents_prune(s)) return CK_ENOMEM;
+    if (s->n >= IDENTS_CAP && idents_prune(s, IDENTS_KEEP)) return CK_ENOMEM;
     if (ck__grow((void **)&s->ents, &s->cap, s->n + 1, sizeof *s->ents) ||
         ck__grow((void **)&s->order, &s->order_cap, s->n + 1, sizeof *s->order))
         return CK_ENOMEM;
@@ -227,16 +233,29 @@ static int idents_put(ck__idents *s, const char *text, size_t len, size_t seq, u
         ck__free(copy);
         return CK_ENOMEM;
     }
-    ident_entry e = {copy, len, seq, count};
+    ident_entry e = {copy, len, seq, count, prio};
     s->ents[s->n++] = e;
     return CK_OK;
 }
 
-int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsigned count) {
+int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsigned count,
+                   unsigned prio) {
     if (!s) return CK_EINVAL;
     if (!id || len == 0 || len > IDENT_MAX) return CK_OK;
-    return idents_put(s, id, len, seq, count ? count : 1);
+    return idents_put(s, id, len, seq, count ? count : 1, prio);
 }
+
+int ck__idents_merge(ck__idents *s, const ck__idents *from) {
+    if (!s || !from) return CK_EINVAL;
+    for (size_t i = 0; i < from->n; i++) {
+        const ident_entry *e = &from->ents[i];
+        int rc = idents_put(s, e->text, e->len, e->seq, e->count, e->prio);
+        if (rc) return rc;
+    }
+    return CK_OK;
+}
+
+int ck__idents_prune_to(ck__idents *s, size_t keep) { return s ? idents_prune(s, keep) : CK_OK; }
 
 /* What the scanner, which reads every byte of every scanned text, needs to know of a byte, in
  * one table lookup. IDENT_END: the byte ends a candidate token: blanks, control bytes, quotes,
@@ -398,14 +417,14 @@ static int ident_ticket(const char *p, size_t n) {
 }
 
 /* Classifies one piece of a token (a token split at ':' and '=') and adds what it is. */
-static int ident_piece(ck__idents *s, const char *p, size_t n, size_t seq) {
+static int ident_piece(ck__idents *s, const char *p, size_t n, size_t seq, unsigned prio) {
     while (n && *p == '*') p++, n--;
     while (n && (p[n - 1] == '.' || p[n - 1] == '!' || p[n - 1] == '?' || p[n - 1] == '*')) n--;
     if (n < 3) return CK_OK;
     int take = memchr(p, '/', n) ? ident_path(p, &n)
                                  : ident_ticket(p, n) || ident_uuid(p, n) || ident_hash(p, n) ||
                                        ident_error_code(p, n) || ident_errno(p, n);
-    return take ? idents_put(s, p, n, seq, 1) : CK_OK;
+    return take ? idents_put(s, p, n, seq, 1, prio) : CK_OK;
 }
 
 /* Where a URL with a known scheme starts inside a token, or n. */
@@ -420,14 +439,14 @@ static size_t ident_url_start(const char *t, size_t n) {
     return n;
 }
 
-static int ident_token(ck__idents *s, const char *t, size_t n, size_t seq) {
+static int ident_token(ck__idents *s, const char *t, size_t n, size_t seq, unsigned prio) {
     size_t url = ident_url_start(t, n);
     int rc = CK_OK;
     /* Outside a URL, ':' and '=' separate things ("src/a.c:12:5", "--file=x.py", "commit:abc"),
      * which also drops line numbers from paths. */
     for (size_t i = 0, j; i < url && rc == CK_OK; i = j + 1) {
         for (j = i; j < url && t[j] != ':' && t[j] != '='; j++) {}
-        rc = ident_piece(s, t + i, j - i, seq);
+        rc = ident_piece(s, t + i, j - i, seq, prio);
     }
     if (rc || url == n) return rc;
     const char *u = t + url;
@@ -435,10 +454,10 @@ static int ident_token(ck__idents *s, const char *t, size_t n, size_t seq) {
     while (un && strchr(".,:;!?*", u[un - 1])) un--;
     for (size_t i = (size_t)((const char *)memchr(u, ':', un) - u) + 3; i < un; i++)
         named += ext_alnum((unsigned char)u[i]);
-    return named ? idents_put(s, u, un, seq, 1) : CK_OK;
+    return named ? idents_put(s, u, un, seq, 1, prio) : CK_OK;
 }
 
-int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq) {
+int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq, unsigned prio) {
     if (!s) return CK_EINVAL;
     for (size_t i = 0; i < len;) {
         while (i < len && (ident_class[(unsigned char)text[i]] & IDENT_END)) i++;
@@ -446,8 +465,8 @@ int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq) {
         unsigned seen = 0, k;
         for (; i < len && !((k = ident_class[(unsigned char)text[i]]) & IDENT_END); i++) seen |= k;
         if (i == start || i - start > IDENT_MAX || !(seen & IDENT_MARK)) continue;
-        int rc = seen & IDENT_SEP ? ident_token(s, text + start, i - start, seq)
-                                  : ident_piece(s, text + start, i - start, seq);
+        int rc = seen & IDENT_SEP ? ident_token(s, text + start, i - start, seq, prio)
+                                  : ident_piece(s, text + start, i - start, seq, prio);
         if (rc) return rc;
     }
     return CK_OK;
@@ -478,30 +497,37 @@ static int ident_occurs(const char *hay, size_t hn, const char *needle, size_t n
 }
 
 size_t ck__idents_render(const ck__idents *s, const char *summary, size_t summary_len,
-                         size_t max_items, size_t max_bytes, ck__buf *out) {
+                         size_t max_items, size_t max_bytes, ck__buf *out, size_t *left) {
+    if (left) *left = 0;
     if (!s || !out) return 0;
     idents_rank(s);
-    size_t listed = 0, used = 0;
+    size_t listed = 0, used = 0, skipped = 0, r = 0;
     /* An item that does not fit is skipped rather than ending the list: a shorter one further
      * down may still fit. The summary test runs only for items that would be listed, so its
      * cost is bounded by (listed + identifiers the summary holds) times the summary's length. */
-    for (size_t r = 0; r < s->n && listed < max_items && max_bytes - used >= 4; r++) {
+    for (; r < s->n && listed < max_items && max_bytes - used >= 4; r++) {
         const ident_entry *e = &s->ents[s->order[r]];
-        if (e->len + 3 > max_bytes - used) continue;
         if (summary && ident_occurs(summary, summary_len, e->text, e->len)) continue;
+        if (e->len + 3 > max_bytes - used) {
+            skipped++;
+            continue;
+        }
         ck__buf_add(out, "- ", 2);
         ck__buf_add(out, e->text, e->len);
         ck__buf_addc(out, '\n');
         used += e->len + 3;
         listed++;
     }
+    /* What stays unlisted, without paying the summary test for it: an upper bound that the
+     * caller states as "up to". */
+    if (left) *left = skipped + (s->n - r);
     return listed;
 }
 
 size_t ck__idents_count(const ck__idents *s) { return s ? s->n : 0; }
 
 const char *ck__idents_get(const ck__idents *s, size_t i, size_t *len, size_t *seq,
-                           unsigned *count) {
+                           unsigned *count, unsigned *prio) {
     const ident_entry *e = NULL;
     if (s && i < s->n) {
         idents_rank(s);
@@ -510,6 +536,7 @@ const char *ck__idents_get(const ck__idents *s, size_t i, size_t *len, size_t *s
     if (len) *len = e ? e->len : 0;
     if (seq) *seq = e ? e->seq : 0;
     if (count) *count = e ? e->count : 0;
+    if (prio) *prio = e ? e->prio : 0;
     return e ? e->text : NULL;
 }
 
@@ -584,11 +611,17 @@ static const char *fileop_find_raw(const char *args, size_t n, const char *v, si
     return NULL;
 }
 
-static const char *fileop_string(const cJSON *obj, const char *key, size_t *n) {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsString(item) || !item->valuestring) return NULL;
-    *n = strlen(item->valuestring);
-    return item->valuestring;
+/* Tool arguments as the tool runtime reads them: text after the object or a repeated key
+ * is what JSON.parse and json.loads decide (refused, and the last one), so a call whose
+ * arguments the runtime refused touched no file. Bytes that are not UTF-8 stay as they are. */
+static ck__jdoc *fileop_parse(const char *args, size_t n) {
+    ck__jread_options o = {CK__JREAD_ANY_BYTES, 0};
+    return args && n ? ck__jread(args, n, o, NULL) : NULL;
+}
+
+/* obj[key] when it is a string (with its length: NUL bytes are kept), else NULL. */
+static const char *fileop_string(const ck__jval *obj, const char *key, size_t *n) {
+    return ck__jstr(ck__jgets(obj, key), n);
 }
 
 /* A plain file operand: no option, no number, no glob, no control byte. */
@@ -689,7 +722,9 @@ static int fileop_shell(const char *cmd, size_t n, const char **file, size_t *fi
  * so a path from an earlier call is gone). Returns 0 when there is no usable path. */
 static int fileop_result(const char *s, size_t n, int borrowed, ck__buf *scratch,
                          const char **path, size_t *path_len) {
-    if (n == 0 || memchr(s, '\n', n) || (!borrowed && !scratch)) return 0;
+    /* A path holding a line break or a NUL byte names no file anyone opened. */
+    if (n == 0 || memchr(s, '\n', n) || memchr(s, '\0', n) || (!borrowed && !scratch))
+        return 0;
     if (!borrowed) {
         scratch->failed = 0;
         ext_truncate(scratch, 0);
@@ -718,17 +753,19 @@ ck__file_op ck__file_op_of(const char *name, size_t name_len, const char *args, 
     *path = NULL;
     *path_len = 0;
     int kind = name ? fileop_name_kind(name, name_len) : CK__FILE_NONE, op = CK__FILE_NONE;
-    cJSON *doc = args && args_len ? cJSON_ParseWithLength(args, args_len) : NULL;
-    const char *command = cJSON_IsObject(doc) ? fileop_string(doc, "command", &cn) : NULL;
-    if (cJSON_IsObject(doc) && kind == FILEOP_SHELL) {
-        if (!command) command = fileop_string(doc, "cmd", &cn);
+    ck__jdoc *doc = fileop_parse(args, args_len);
+    const ck__jval *obj = ck__jdoc_root(doc);
+    int is_object = ck__jis(obj, CK__JOBJECT);
+    const char *command = fileop_string(obj, "command", &cn);
+    if (is_object && kind == FILEOP_SHELL) {
+        if (!command) command = fileop_string(obj, "cmd", &cn);
         /* The words point into whichever copy of the command is scanned. */
         const char *raw = command ? fileop_find_raw(args, args_len, command, cn) : NULL;
         if (command) op = fileop_shell(raw ? raw : command, cn, &file, &fn);
         if (op && !fileop_result(file, fn, raw != NULL, scratch, path, path_len)) op = 0;
-    } else if (cJSON_IsObject(doc)) {
+    } else if (is_object) {
         for (const char *const *key = path_keys; *key && !value; key++)
-            value = fileop_string(doc, *key, &vn);
+            value = fileop_string(obj, *key, &vn);
         if (value && command && ext_in_list_ci(command, cn, read_commands)) op = CK__FILE_READ;
         else if (value && command && ext_in_list_ci(command, cn, write_commands))
             op = CK__FILE_MODIFIED;
@@ -737,7 +774,7 @@ ck__file_op ck__file_op_of(const char *name, size_t name_len, const char *args, 
         if (op && !fileop_result(raw ? raw : value, vn, raw != NULL, scratch, path, path_len))
             op = CK__FILE_NONE;
     }
-    cJSON_Delete(doc);
+    ck__jdoc_free(doc);
     return (ck__file_op)op;
 }
 
@@ -767,7 +804,8 @@ static int rule_apostrophe_t(const char *s, size_t n, size_t i) {
            (k + 1 >= n || !rule_word_byte((unsigned char)s[k + 1]));
 }
 
-int ck__is_rule_line(const char *line, size_t len) {
+/* The offset of the first rule word of line[0..len), or len when there is none. */
+static size_t rule_word_at(const char *line, size_t len) {
     static const char *const words[] = {
         "never", "always", "must", "only", "avoid", "ensure", "remember", NULL,
     };
@@ -783,7 +821,7 @@ int ck__is_rule_line(const char *line, size_t len) {
     for (size_t i = 0; line && i < len;) {
         unsigned char c = (unsigned char)line[i];
         for (const char *const *w = cjk; c >= 0xE0 && *w; w++)
-            if (len - i >= 6 && memcmp(line + i, *w, 6) == 0) return 1;
+            if (len - i >= 6 && memcmp(line + i, *w, 6) == 0) return i;
         if (!rule_word_byte(c)) {
             i++;
             continue;
@@ -798,7 +836,82 @@ int ck__is_rule_line(const char *line, size_t len) {
             (ext_equal_ci(w, wn, "make") && rule_next_is(line, len, i, "sure", &e)) ||
             (ext_equal_ci(w, wn, "from") && rule_next_is(line, len, i, "now", &e) &&
              rule_next_is(line, len, e, "on", &e)))
-            return 1;
+            return ws;
+    }
+    return len;
+}
+
+int ck__is_rule_line(const char *line, size_t len) {
+    return line && len && rule_word_at(line, len) < len;
+}
+
+/* The length of a sentence end at s[i] (0 when there is none): a line break; '.', '!', '?'
+ * or ';' before a blank or the end (so "src/a.c" and "v1.2" do not end one); or a full-width
+ * 。！？； (three bytes each in UTF-8). */
+static size_t rule_sentence_end(const char *s, size_t n, size_t i) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '\n' || c == '\r') return 1;
+    if (c == '.' || c == '!' || c == '?' || c == ';')
+        return i + 1 >= n || s[i + 1] == ' ' || s[i + 1] == '\t' || s[i + 1] == '\n' ||
+                       s[i + 1] == '\r'
+                   ? 1
+                   : 0;
+    if (c == 0xE3 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+        (unsigned char)s[i + 2] == 0x82)
+        return 3; /* 。 */
+    if (c == 0xEF && i + 2 < n && (unsigned char)s[i + 1] == 0xBC &&
+        ((unsigned char)s[i + 2] == 0x81 || (unsigned char)s[i + 2] == 0x9F ||
+         (unsigned char)s[i + 2] == 0x9B))
+        return 3; /* ！ ？ ； */
+    return 0;
+}
+
+/* Hands fn the piece s[0..n) trimmed of list marks and blanks, when it holds a rule. */
+static int rule_emit(const char *p, size_t n, int (*fn)(void *ctx, const char *s, size_t n),
+                     void *ctx) {
+    while (n && (*p == ' ' || *p == '\t' || *p == '-' || *p == '*' || *p == '>')) p++, n--;
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+    return n && ck__is_rule_line(p, n) ? fn(ctx, p, n) : 0;
+}
+
+/* How far before its rule word a window over an over-long sentence starts. */
+#define RULE_LEAD 160
+
+int ck__rule_sentences(const char *text, size_t len, size_t max,
+                       int (*fn)(void *ctx, const char *s, size_t n), void *ctx) {
+    size_t start = 0;
+    while (start < len) {
+        /* The sentence: up to its end mark (kept) or a line break (not). */
+        size_t i = start, end = 0;
+        while (i < len && !(end = rule_sentence_end(text, len, i))) i++;
+        size_t stop = i < len && text[i] != '\n' && text[i] != '\r' ? i + end : i;
+        size_t next = i < len ? i + end : len;
+        int rc;
+        if (stop - start <= max) {
+            rc = rule_emit(text + start, stop - start, fn, ctx);
+        } else {
+            /* Longer than a rule line may be: a window of at most `max` bytes around each
+             * rule word in it, starting at a blank a little before the word and never inside
+             * a UTF-8 sequence, so a rule after a long run without full stops is kept. */
+            rc = 0;
+            for (size_t at = start; at < stop && !rc;) {
+                size_t w = at + rule_word_at(text + at, stop - at);
+                if (w >= stop) break;
+                size_t ws = w - at > RULE_LEAD ? w - RULE_LEAD : at;
+                while (ws < w && ((unsigned char)text[ws] & 0xC0) == 0x80) ws++;
+                for (size_t k = ws; k < w; k++)
+                    if (text[k] == ' ' || text[k] == '\t') {
+                        ws = k + 1;
+                        break;
+                    }
+                size_t n = ck__clip(text + ws, stop - ws, max);
+                if (n == 0) n = w - ws + 1;
+                rc = rule_emit(text + ws, n, fn, ctx);
+                at = ws + n > w ? ws + n : w + 1;
+            }
+        }
+        if (rc) return rc;
+        start = next > start ? next : start + 1;
     }
     return 0;
 }
@@ -1048,19 +1161,24 @@ static void xsum_add_args(ck__buf *b, const char *args, size_t n, size_t max) {
     static const char *const keys[] = {
         "command", "cmd", "path", "file_path", "query", "pattern", "url", NULL,
     };
-    cJSON *doc = (args && n && n <= XSUM_PARSE_MAX) ? cJSON_ParseWithLength(args, n) : NULL;
+    ck__jdoc *doc = n <= XSUM_PARSE_MAX ? fileop_parse(args, n) : NULL;
+    const ck__jval *root = ck__jdoc_root(doc);
     size_t base = b->len, shown = 0, vn;
-    for (const char *const *key = keys; cJSON_IsObject(doc) && *key && shown < 2; key++) {
-        const char *v = fileop_string(doc, *key, &vn);
+    int is_object = ck__jis(root, CK__JOBJECT);
+    for (const char *const *key = keys; is_object && *key && shown < 2; key++) {
+        const char *v = fileop_string(root, *key, &vn);
         if (!v || vn == 0 || (shown && b->len - base + 4 >= max)) continue;
         if (shown++) ck__buf_addc(b, ' ');
         ext_add_flat(b, v, vn, max - (b->len - base));
     }
-    if (!shown && cJSON_GetArraySize(doc) == 1 && cJSON_IsString(doc->child) &&
-        doc->child->valuestring)
-        ext_add_flat(b, doc->child->valuestring, strlen(doc->child->valuestring), max);
+    /* The one string of an object or an array that holds nothing else. */
+    const ck__jval *only = NULL;
+    if (ck__jcount(root) == 1)
+        only = ck__jis(root, CK__JOBJECT) ? &ck__jmember_at(root, 0)->value : ck__jat(root, 0);
+    const char *single = ck__jstr(only, &vn);
+    if (!shown && single) ext_add_flat(b, single, vn, max);
     else if (!shown && args) ext_add_flat(b, args, n, max);
-    cJSON_Delete(doc);
+    ck__jdoc_free(doc);
 }
 
 static void xsum_add_name(ck__buf *b, const ck_part *p) {

@@ -19,24 +19,38 @@ typedef struct ck__idents ck__idents;
 ck__idents *ck__idents_new(void);
 void ck__idents_free(ck__idents *s);
 
-/* Finds identifiers in `text` and adds them; `seq` is a position (message index) used to rank
- * newer ones first. Returns CK_OK or CK_ENOMEM. */
-int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq);
+/* Where an identifier was seen, as a rank: what the agent acted on (the user's words, the
+ * agent's own calls and text) ranks above what a tool printed. */
+#define CK__IDENT_OUTPUT 0u
+#define CK__IDENT_ACTED 1u
 
-/* Adds one identifier as it is (to carry identifiers over from an earlier checkpoint). */
-int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsigned count);
+/* Finds identifiers in `text` and adds them; `seq` is a position (message index) used to rank
+ * newer ones first, `prio` a CK__IDENT_* rank. Returns CK_OK or CK_ENOMEM. */
+int ck__idents_scan(ck__idents *s, const char *text, size_t len, size_t seq, unsigned prio);
+
+/* Adds one identifier as it is, or raises the one there (seq and prio to the larger, counts
+ * added): to carry identifiers over from an earlier checkpoint. */
+int ck__idents_add(ck__idents *s, const char *id, size_t len, size_t seq, unsigned count,
+                   unsigned prio);
+
+/* Adds every identifier of `from` to `s` as ck__idents_add() does. CK_OK or CK_ENOMEM. */
+int ck__idents_merge(ck__idents *s, const ck__idents *from);
+
+/* Keeps only the `keep` best-ranked identifiers. CK_OK or CK_ENOMEM (then nothing changed). */
+int ck__idents_prune_to(ck__idents *s, size_t keep);
 
 /* Appends to `out` up to `max_items` identifiers, at most `max_bytes` bytes in all, that do not
- * occur verbatim in `summary`, newest first, then most frequent, then by text (deterministic),
- * one per line as "- <id>\n". Returns the number listed. */
+ * occur verbatim in `summary`, in rank order (acted on first, then newest, then most frequent,
+ * then by text: deterministic), one per line as "- <id>\n". Returns the number listed; *left
+ * (when not NULL) gets an upper bound of how many others were not listed. */
 size_t ck__idents_render(const ck__idents *s, const char *summary, size_t summary_len,
-                         size_t max_items, size_t max_bytes, ck__buf *out);
+                         size_t max_items, size_t max_bytes, ck__buf *out, size_t *left);
 
 /* Number of distinct identifiers; the i-th in ranked order (as render would list them without
  * the summary filter). Borrowed; valid until the set changes. */
 size_t ck__idents_count(const ck__idents *s);
 const char *ck__idents_get(const ck__idents *s, size_t i, size_t *len, size_t *seq,
-                           unsigned *count);
+                           unsigned *count, unsigned *prio);
 
 /* ---- file operations ---- */
 
@@ -58,6 +72,14 @@ ck__file_op ck__file_op_of(const char *name, size_t name_len, const char *args, 
  * make sure, ensure, remember, 不要, 禁止, 必须, 务必, 一定, 只能 (case-insensitive, whole words
  * for the English ones). */
 int ck__is_rule_line(const char *line, size_t len);
+
+/* Calls `fn` for each sentence of `text` that states a rule (ck__is_rule_line), in order, with
+ * the sentence trimmed of blanks and list markers. Sentences end at a line break, or at '.',
+ * '!', '?' or ';' followed by a blank, or at 。！？；. A sentence longer than `max` bytes is
+ * cut there (a clause of a paragraph that never ends). A non-zero return of `fn` stops the
+ * walk and is returned. */
+int ck__rule_sentences(const char *text, size_t len, size_t max,
+                       int (*fn)(void *ctx, const char *s, size_t n), void *ctx);
 
 /* True when a tool result looks like a failure: flagged is_error, or its text carries an error
  * signal (error:, failed, failure, exception, traceback, panic, fatal, command not found, no such

@@ -33,6 +33,8 @@ void ck_history_free(ck_history *self) {
     if (!self) return;
     arena_free(self->arena);
     ck__json_doc_free(self->json);
+    ck__free(self->msg_values);
+    ck__free(self->part_values);
     ck__free(self->msgs);
     ck__free(self->parts);
     ck__free(self);
@@ -42,6 +44,8 @@ void ck_history_clear(ck_history *self) {
     if (!self) return;
     self->n_msgs = 0;
     self->n_parts = 0;
+    self->dialect = CK_FORMAT_AUTO;
+    self->dialect_decided = 0;
     ck__json_doc_free(self->json);
     self->json = NULL;
     /* Keep the newest block (usually the largest) for the next fill; drop the others. */
@@ -140,10 +144,25 @@ int ck_history_get(const ck_history *self, size_t i, ck_role *role, uint32_t *fl
     return CK_OK;
 }
 
+ck_format ck_history_dialect(const ck_history *self) {
+    return self ? self->dialect : CK_FORMAT_AUTO;
+}
+
 int ck_history_format(const ck_history *self, ck_format requested, ck_format *out,
                       ck_error *err) {
-    if (!self || !out || (unsigned)requested > CK_FORMAT_ANTHROPIC)
+    if (!self || !out || (unsigned)requested >= CK_FORMAT_COUNT)
         return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    /* A history read by a dialect is in that dialect. */
+    if (self->dialect != CK_FORMAT_AUTO) {
+        if (requested != CK_FORMAT_AUTO && requested != self->dialect)
+            return ck__fail(err, CK_EFORMAT, "the messages were read in another format",
+                            CK_NONE, NULL);
+        *out = self->dialect;
+        return CK_OK;
+    }
+    if (requested > CK_FORMAT_ANTHROPIC)
+        return ck__fail(err, CK_EFORMAT, "a history made part by part is OpenAI or Anthropic",
+                        CK_NONE, NULL);
     ck_format seen = CK_FORMAT_AUTO;
     for (size_t i = 0; i < self->n_msgs; i++) {
         const ck_part *parts = ck__msg_parts(self, i);

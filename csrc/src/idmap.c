@@ -78,3 +78,9 @@ int ck__idmap_put(ck__idmap *m, const char *key, size_t len, size_t value) {
     m->count++;
     return 1;
 }
+
+int ck__idmap_set(ck__idmap *m, const char *key, size_t len, size_t value) {
+    int rc = ck__idmap_put(m, key, len, value);
+    if (rc == 0) m->slots[find(m, key, len, ck__hash_bytes(key, len))].value = value;
+    return rc;
+}

@@ -32,4 +32,8 @@ size_t ck__idmap_get(const ck__idmap *m, const char *key, size_t len);
  * present (the stored value is left as it was), -1 when out of memory. The key is borrowed. */
 int ck__idmap_put(ck__idmap *m, const char *key, size_t len, size_t value);
 
+/* Stores key -> value, replacing the value of a present key (whose stored key pointer stays:
+ * it must remain valid). Returns 1 when inserted, 0 when replaced, -1 when out of memory. */
+int ck__idmap_set(ck__idmap *m, const char *key, size_t len, size_t value);
+
 #endif

@@ -41,6 +41,14 @@ struct ck_history {
     size_t n_parts, cap_parts;
     struct ck__arena_block *arena;
     ck__json_doc *json;
+    /* Filled by ck_history_read(): the host value of each message and of each part, and the
+     * dialect (decided: a message only that dialect writes was seen). */
+    ck_value *msg_values;
+    size_t cap_msg_values;
+    ck_value *part_values;
+    size_t cap_part_values;
+    ck_format dialect;
+    int dialect_decided;
 };
 
 /* The parts of message `i` (no bounds check: callers loop below ck_history_count()). */
@@ -50,6 +58,47 @@ static inline const ck_part *ck__msg_parts(const ck_history *h, size_t i) {
 }
 
 void ck__json_doc_free(ck__json_doc *doc);
+
+/* ---- tool-call pairing (pairs.c) ---- */
+
+/* One change the pairing repair makes: `kind` to part `part` (global index) of message `msg`. */
+typedef struct ck__pair_action {
+    ck_repair_kind kind;
+    size_t msg;
+    size_t part;
+} ck__pair_action;
+
+/* ck_repair_pairs() with two more things: results that repair drops but `keep_text` (one byte
+ * per part of the history, or NULL) marks are kept in the view as text instead; and *actions
+ * (when not NULL; caller owns it, release with ck__free) lists every change, in part order.
+ * With `out` NULL only the actions are worked out. */
+int ck__pairs_repair(const ck_history *history, ck_format format, const unsigned char *keep_text,
+                     ck_view **out, ck__pair_action **actions, size_t *n_actions, ck_error *err);
+
+/* ---- message classes and hashes (msgclass.c) ---- */
+
+struct ck__buf;
+/* The first text part of message i, or NULL. */
+const ck_part *ck__first_text(const ck_history *h, size_t i);
+/* True when message i holds a tool result. */
+int ck__has_result(const ck_history *h, size_t i);
+/* True when message i is authored by the user: role user, some text, no tool results. */
+int ck__is_user_text(const ck_history *h, size_t i);
+/* True when line p[0..n) (no line break) would be read by ck_anchors_parse() as markup: a
+ * section header of any style or a code fence. Text from elsewhere (what a user or a model
+ * wrote) is quoted where such a line would be, so that it can never add or hide sections. */
+int ck__anchors_line_is_markup(const char *p, size_t n);
+/* True when message i holds words of the user: role user and some text, tool results beside
+ * it or not (an Anthropic user message carries results and what the user typed together). */
+int ck__has_user_words(const ck_history *h, size_t i);
+/* True when message i carries tool results, so no cut may fall just before it. */
+int ck__is_result_carrier(const ck_history *h, size_t i);
+/* The joined text parts of message i (borrowed when there is one, else built in *scratch). */
+const char *ck__msg_text(const ck_history *h, size_t i, struct ck__buf *scratch, size_t *len);
+/* A content hash of message i (role and parts, not host details). */
+uint64_t ck__message_hash(const ck_history *h, size_t i);
+/* The content fingerprint of messages [0, count) of h. */
+uint64_t ck__fingerprint(const ck_history *h, size_t count);
 
 /* Tokens of one message made of `n` parts standing `stride` bytes apart (ck_part arrays, or
  * the `part` members of ck_out_part arrays), per-message overhead included. */

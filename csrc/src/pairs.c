@@ -9,6 +9,8 @@
 
 #include "./alloc.h"
 #include "./idmap.h"
+#include "./buf.h"
+#include "./fmt.h"
 #include "./internal.h"
 
 static const char STUB_TEXT[] = "result unavailable: context was compacted";
@@ -35,14 +37,19 @@ enum {
     V_CALL,         /* a valid call */
     V_RESULT,       /* the result that answers a valid call */
     V_DROP,         /* a call or result that repair removes */
+    V_TEXT,         /* a result repair removes but keeps as text (it could not be stored) */
+    V_ATTACHED,     /* an item attached to a valid result (CK_PART_ATTACHED): goes with it */
 };
 
 typedef struct analysis {
     ck_format format;
+    const ck__fmt *fmt; /* the dialect's pairing rules */
     const ck_history *h;
     unsigned char *verdict;  /* per part, indexed like h->parts */
+    unsigned char *why;      /* per dropped part: the ck_pair_issue that dropped it */
     size_t *answer;          /* per part: for V_CALL the global part index of its result, or
                                 CK_NONE; for V_RESULT the global part index of its call */
+    size_t *chain;           /* per call: the previous call with the same id, or CK_NONE */
     size_t *part_msg;        /* global part index -> message index */
     ck_pair_violation *issues;
     size_t n_issues, cap_issues;
@@ -62,32 +69,43 @@ static int add_issue(analysis *a, ck_pair_issue kind, size_t gpart) {
     return CK_OK;
 }
 
+/* Drops part g for the reason `kind`, which is also a violation. */
+static int drop(analysis *a, ck_pair_issue kind, size_t g) {
+    a->verdict[g] = V_DROP;
+    a->why[g] = (unsigned char)kind;
+    return add_issue(a, kind, g);
+}
+
 static void analysis_dispose(analysis *a) {
     ck__free(a->verdict);
+    ck__free(a->why);
     ck__free(a->answer);
+    ck__free(a->chain);
     ck__free(a->part_msg);
     ck__free(a->issues);
 }
 
-/* Where a result may stand for a call in message `m`: OpenAI wants it among the role "tool"
- * messages that directly follow; Anthropic wants it in the next message, a user message, before
- * any other content. */
+/* Where a result may stand for a call in message `m`, by the dialect's rules: among the
+ * result messages that directly follow (Chat Completions); in the next message, before any
+ * other content (CK__PAIR_NEXT_MESSAGE: Anthropic, Gemini); anywhere after it
+ * (CK__PAIR_ANY_LATER: Responses items). Items attached to results count as results. */
 static int is_adjacent(const analysis *a, size_t call_msg, size_t result_gpart,
                        int *order_only) {
     const ck_history *h = a->h;
     size_t r = a->part_msg[result_gpart];
     *order_only = 0;
     if (r <= call_msg) return 0;
-    if (a->format == CK_FORMAT_OPENAI) {
+    if (a->fmt->pairing & CK__PAIR_ANY_LATER) return 1;
+    if (!(a->fmt->pairing & CK__PAIR_NEXT_MESSAGE)) {
         for (size_t i = call_msg + 1; i <= r; i++)
-            if (h->msgs[i].role != CK_ROLE_TOOL) return 0;
+            if (h->msgs[i].role != a->fmt->result_role) return 0;
         return 1;
     }
     if (r != call_msg + 1) return 0;
     const ck_part *parts = ck__msg_parts(h, r);
     size_t k = result_gpart - h->msgs[r].first_part;
     for (size_t j = 0; j < k; j++) {
-        if (parts[j].kind != CK_PART_TOOL_RESULT) {
+        if (parts[j].kind != CK_PART_TOOL_RESULT && !(parts[j].flags & CK_PART_ATTACHED)) {
             *order_only = 1;
             return 0;
         }
@@ -95,14 +113,45 @@ static int is_adjacent(const analysis *a, size_t call_msg, size_t result_gpart,
     return 1;
 }
 
+static int pair(analysis *a, size_t call, size_t g) {
+    a->verdict[g] = V_RESULT;
+    a->answer[call] = g;
+    a->answer[g] = call;
+    int order_only;
+    if (!is_adjacent(a, a->part_msg[call], g, &order_only))
+        return add_issue(a, order_only ? CK_PAIR_RESULT_ORDER : CK_PAIR_NOT_ADJACENT, g);
+    return CK_OK;
+}
+
+/* A result whose id's newest call before it is answered already (or that comes before every
+ * call of its id): the newest unanswered call before it, else the oldest unanswered one after
+ * it. Rare, so a walk of the id's chain of calls is fine. */
+static size_t unanswered_call(const analysis *a, size_t newest, size_t r_msg) {
+    size_t after = CK_NONE;
+    for (size_t c = newest; c != CK_NONE; c = a->chain[c]) {
+        if (a->answer[c] != CK_NONE) continue;
+        if (a->part_msg[c] < r_msg) return c;
+        after = c;
+    }
+    return after;
+}
+
+/* Calls and results are paired turn by turn: a result answers the newest call with its id
+ * that comes before it, so an agent that names every call "call_0" keeps every pair. Ids must
+ * still be unique where the provider says so: within one message everywhere, and across the
+ * whole request for Anthropic. */
 static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_error *err) {
     memset(a, 0, sizeof *a);
     a->h = h;
     int rc = ck_history_format(h, requested, &a->format, err);
     if (rc) return rc;
+    if (!(a->fmt = ck__fmt_of(a->format)))
+        return ck__fail(err, CK_EFORMAT, "no pairing rules for this format", CK_NONE, NULL);
     size_t n = h->n_parts ? h->n_parts : 1;
     a->verdict = ck__calloc(n, 1);
+    a->why = ck__calloc(n, 1);
     a->answer = ck__malloc(n * sizeof *a->answer);
+    a->chain = ck__malloc(n * sizeof *a->chain);
     a->part_msg = ck__malloc(n * sizeof *a->part_msg);
     /* The map holds calls only, so it is sized by their number: sized by every part, it was
      * the largest allocation of a 100,000-message compaction (16 MiB where the calls, a third
@@ -110,53 +159,76 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
     size_t n_calls = 0;
     for (size_t g = 0; g < h->n_parts; g++) n_calls += h->parts[g].kind == CK_PART_TOOL_CALL;
     ck__idmap calls;
-    if (!a->verdict || !a->answer || !a->part_msg || ck__idmap_init(&calls, n_calls))
+    memset(&calls, 0, sizeof calls);
+    if (!a->verdict || !a->why || !a->answer || !a->chain || !a->part_msg ||
+        ck__idmap_init(&calls, n_calls))
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-    rc = CK_OK;
-    ck_role result_role = a->format == CK_FORMAT_OPENAI ? CK_ROLE_TOOL : CK_ROLE_USER;
-
-    /* Pass 1: calls. The first call with an id owns it. */
+    ck_role result_role = a->fmt->result_role;
+    int unique_in_request = (a->fmt->pairing & CK__PAIR_IDS_UNIQUE) != 0;
+    size_t *pending = NULL, n_pending = 0, cap_pending = 0;
+    /* One pass in message order: each call becomes its id's newest; each result answers its
+     * id's newest call when that one is still open. */
     for (size_t i = 0; i < h->n_msgs && !rc; i++) {
         for (size_t k = 0; k < h->msgs[i].n_parts && !rc; k++) {
             size_t g = h->msgs[i].first_part + k;
             const ck_part *p = &h->parts[g];
             a->part_msg[g] = i;
-            a->answer[g] = CK_NONE;
-            if (p->kind != CK_PART_TOOL_CALL) continue;
-            a->verdict[g] = V_DROP;
-            if (h->msgs[i].role != CK_ROLE_ASSISTANT) rc = add_issue(a, CK_PAIR_MISPLACED, g);
-            else if (!p->id_len) rc = add_issue(a, CK_PAIR_EMPTY_ID, g);
-            else {
-                int put = ck__idmap_put(&calls, p->id, p->id_len, g);
-                if (put < 0) rc = CK_ENOMEM;
-                else if (put == 0) rc = add_issue(a, CK_PAIR_DUPLICATE_CALL, g);
-                else a->verdict[g] = V_CALL;
+            a->answer[g] = a->chain[g] = CK_NONE;
+            if (p->kind == CK_PART_TOOL_CALL) {
+                if (h->msgs[i].role != CK_ROLE_ASSISTANT) rc = drop(a, CK_PAIR_MISPLACED, g);
+                else if (!p->id_len) rc = drop(a, CK_PAIR_EMPTY_ID, g);
+                if (rc || a->verdict[g] == V_DROP) continue;
+                size_t prev = ck__idmap_get(&calls, p->id, p->id_len);
+                if (prev != SIZE_MAX && (unique_in_request || a->part_msg[prev] == i)) {
+                    rc = drop(a, CK_PAIR_DUPLICATE_CALL, g);
+                    continue;
+                }
+                a->verdict[g] = V_CALL;
+                a->chain[g] = prev == SIZE_MAX ? CK_NONE : prev;
+                if (ck__idmap_set(&calls, p->id, p->id_len, g) < 0) rc = CK_ENOMEM;
+            } else if (p->kind == CK_PART_TOOL_RESULT) {
+                if (h->msgs[i].role != result_role) rc = drop(a, CK_PAIR_MISPLACED, g);
+                else if (!p->id_len) rc = drop(a, CK_PAIR_EMPTY_ID, g);
+                if (rc || a->verdict[g] == V_DROP) continue;
+                size_t call = ck__idmap_get(&calls, p->id, p->id_len);
+                if (call != SIZE_MAX && a->answer[call] == CK_NONE) {
+                    rc = pair(a, call, g);
+                    continue;
+                }
+                if (ck__grow((void **)&pending, &cap_pending, n_pending + 1, sizeof *pending))
+                    rc = CK_ENOMEM;
+                else
+                    pending[n_pending++] = g;
             }
         }
     }
-    /* Pass 2: results, matched to calls by id wherever they stand; the first one wins. */
-    for (size_t g = 0; g < h->n_parts && !rc; g++) {
+    /* Results that came before their call, or after another result for it. */
+    for (size_t j = 0; j < n_pending && !rc; j++) {
+        size_t g = pending[j];
         const ck_part *p = &h->parts[g];
-        if (p->kind != CK_PART_TOOL_RESULT) continue;
-        a->verdict[g] = V_DROP;
-        size_t call = p->id_len ? ck__idmap_get(&calls, p->id, p->id_len) : SIZE_MAX;
-        if (h->msgs[a->part_msg[g]].role != result_role) rc = add_issue(a, CK_PAIR_MISPLACED, g);
-        else if (!p->id_len) rc = add_issue(a, CK_PAIR_EMPTY_ID, g);
-        else if (call == SIZE_MAX) rc = add_issue(a, CK_PAIR_ORPHAN_RESULT, g);
-        else if (a->answer[call] != CK_NONE) rc = add_issue(a, CK_PAIR_DUPLICATE_RESULT, g);
-        else {
-            a->verdict[g] = V_RESULT;
-            a->answer[call] = g;
-            a->answer[g] = call;
-            int order_only;
-            if (!is_adjacent(a, a->part_msg[call], g, &order_only))
-                rc = add_issue(a, order_only ? CK_PAIR_RESULT_ORDER : CK_PAIR_NOT_ADJACENT, g);
-        }
+        size_t newest = ck__idmap_get(&calls, p->id, p->id_len);
+        size_t call = newest == SIZE_MAX ? CK_NONE : unanswered_call(a, newest, a->part_msg[g]);
+        if (call != CK_NONE) rc = pair(a, call, g);
+        else rc = drop(a, newest == SIZE_MAX ? CK_PAIR_ORPHAN_RESULT : CK_PAIR_DUPLICATE_RESULT, g);
     }
-    /* Pass 3: calls nobody answered. */
+    ck__free(pending);
+    /* Calls nobody answered. */
     for (size_t g = 0; g < h->n_parts && !rc; g++)
         if (a->verdict[g] == V_CALL && a->answer[g] == CK_NONE)
             rc = add_issue(a, CK_PAIR_MISSING_RESULT, g);
+    /* Items attached to a result share its fate: they go where it goes, or with it. */
+    for (size_t g = 1; g < h->n_parts && !rc; g++) {
+        if (!(h->parts[g].flags & CK_PART_ATTACHED) || a->part_msg[g] != a->part_msg[g - 1])
+            continue;
+        size_t owner = (h->parts[g - 1].flags & CK_PART_ATTACHED) ? a->answer[g - 1] : g - 1;
+        if (owner == CK_NONE || h->parts[owner].kind != CK_PART_TOOL_RESULT) continue;
+        a->answer[g] = owner;
+        if (a->verdict[owner] == V_RESULT) a->verdict[g] = V_ATTACHED;
+        else if (a->verdict[owner] == V_DROP) {
+            a->verdict[g] = V_DROP;
+            a->why[g] = a->why[owner];
+        }
+    }
     ck__idmap_dispose(&calls);
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     return CK_OK;
@@ -205,10 +277,26 @@ static size_t whole_result_message(const analysis *a, size_t m) {
         if (found != CK_NONE && r != found) return CK_NONE;
         found = r;
     }
-    if (found == CK_NONE || h->msgs[found].role != CK_ROLE_USER ||
-        h->msgs[found].n_parts != calls)
-        return CK_NONE;
-    return found;
+    if (found == CK_NONE || h->msgs[found].role != a->fmt->result_role) return CK_NONE;
+    size_t attached = 0;
+    for (size_t k = 0; k < h->msgs[found].n_parts; k++)
+        attached += a->verdict[h->msgs[found].first_part + k] == V_ATTACHED;
+    return h->msgs[found].n_parts == calls + attached ? found : CK_NONE;
+}
+
+static int add_note(const analysis *a, ck_view *v, size_t g);
+static int noted(const analysis *a, size_t g);
+
+/* Adds result part k of message m to the view's open message, with the items attached to it. */
+static int add_result(const analysis *a, ck_view *v, size_t m, size_t k) {
+    const ck_history *h = a->h;
+    int rc = ck__view_add_src_part(v, h, m, k);
+    size_t first = h->msgs[m].first_part;
+    for (size_t j = k + 1; j < h->msgs[m].n_parts && !rc; j++) {
+        if (a->verdict[first + j] != V_ATTACHED || a->answer[first + j] != first + k) break;
+        rc = ck__view_add_src_part(v, h, m, j);
+    }
+    return rc;
 }
 
 /* Emits the results for the valid calls of assistant message `m`. For OpenAI they are whole
@@ -227,10 +315,11 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
     stub.text_len = sizeof STUB_TEXT - 1;
     stub.name = "";
     stub.host = 0;
-    if (a->format == CK_FORMAT_OPENAI) {
-        stub.flags = CK_PART_OPENAI;
+    if (!(a->fmt->pairing & CK__PAIR_NEXT_MESSAGE)) {
+        stub.flags = a->format == CK_FORMAT_OPENAI ? CK_PART_OPENAI : 0;
         /* Results already in the tool run behind the call. */
-        for (size_t r = m + 1; r < h->n_msgs && h->msgs[r].role == CK_ROLE_TOOL && !rc; r++) {
+        for (size_t r = m + 1; r < h->n_msgs && h->msgs[r].role == a->fmt->result_role && !rc;
+             r++) {
             for (size_t k = 0; k < h->msgs[r].n_parts; k++) {
                 size_t g = h->msgs[r].first_part + k;
                 if (a->verdict[g] == V_RESULT && a->part_msg[a->answer[g]] == m && !emitted[g]) {
@@ -251,14 +340,19 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
             } else {
                 stub.id = h->parts[g].id;
                 stub.id_len = h->parts[g].id_len;
-                if (!(rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_TOOL, 0)))
+                if (a->fmt->pairing & CK__PAIR_RESULT_NAMED) {
+                    stub.name = h->parts[g].name;
+                    stub.name_len = h->parts[g].name_len;
+                }
+                stub.flags = (stub.flags & ~CK_PART_MADE_ID) | (h->parts[g].flags & CK_PART_MADE_ID);
+                if (!(rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, a->fmt->result_role, 0)))
                     rc = ck__view_add_new_part(v, &stub);
                 ck__view_end(v, h);
             }
         }
         return rc;
     }
-    stub.flags = CK_PART_ANTHROPIC;
+    stub.flags = a->format == CK_FORMAT_ANTHROPIC ? CK_PART_ANTHROPIC : 0;
     if (zone == CK_NONE) {
         /* A user message that holds exactly this call's results and nothing else moves here
          * whole, as the same object, rather than being rebuilt. */
@@ -276,7 +370,7 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
             size_t g = h->msgs[zone].first_part + k;
             if (a->verdict[g] == V_RESULT && a->part_msg[a->answer[g]] == m) {
                 emitted[g] = 1;
-                rc = ck__view_add_src_part(v, h, zone, k);
+                rc = add_result(a, v, zone, k);
             }
         }
     }
@@ -288,10 +382,15 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
         if (res != CK_NONE) {
             emitted[res] = 1;
             size_t rm = a->part_msg[res];
-            rc = ck__view_add_src_part(v, h, rm, res - h->msgs[rm].first_part);
+            rc = add_result(a, v, rm, res - h->msgs[rm].first_part);
         } else {
             stub.id = h->parts[g].id;
             stub.id_len = h->parts[g].id_len;
+            if (a->fmt->pairing & CK__PAIR_RESULT_NAMED) {
+                stub.name = h->parts[g].name;
+                stub.name_len = h->parts[g].name_len;
+            }
+            stub.flags = (stub.flags & ~CK_PART_MADE_ID) | (h->parts[g].flags & CK_PART_MADE_ID);
             rc = ck__view_add_new_part(v, &stub);
         }
     }
@@ -299,6 +398,7 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
         for (size_t k = 0; k < h->msgs[zone].n_parts && !rc; k++) {
             size_t g = h->msgs[zone].first_part + k;
             if (a->verdict[g] == V_PLAIN) rc = ck__view_add_src_part(v, h, zone, k);
+            else if (noted(a, g)) rc = add_note(a, v, g);
         }
     }
     ck__view_end(v, h);
@@ -308,29 +408,84 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
 static const char DROPPED_TEXT[] =
     "(tool call removed: it was misplaced, or its id was empty or already used)";
 
+/* The text that stands in the view for a part repair removes: a dropped call, with its
+ * arguments, so the turn still says what the agent did; a result kept as text. Owned by the
+ * view. */
+static int add_note(const analysis *a, ck_view *v, size_t g) {
+    const ck_part *p = &a->h->parts[g];
+    ck__buf b;
+    ck__buf_init(&b);
+    if (p->kind == CK_PART_TOOL_CALL) {
+        const char *why = a->why[g] == CK_PAIR_MISPLACED ? "it stood outside an assistant message"
+                          : a->why[g] == CK_PAIR_EMPTY_ID ? "its id was empty"
+                                                          : "its id was already used";
+        ck__buf_adds(&b, "(tool call ");
+        ck__buf_add_inline(&b, p->name, p->name_len, 200);
+        ck__buf_printf(&b, " removed by ctxkeel: %s; its arguments were: ", why);
+        ck__buf_add(&b, p->text, p->text_len);
+        ck__buf_addc(&b, ')');
+    } else {
+        ck__buf_adds(&b, "(ctxkeel: a tool result for call ");
+        ck__buf_add_inline(&b, p->id, p->id_len, 200);
+        ck__buf_adds(&b, " had no place next to its call and could not be stored, so it is kept "
+                         "here as text)\n");
+        ck__buf_add(&b, p->text, p->text_len);
+    }
+    const char *text = b.failed ? NULL : ck__view_own(v, b.data ? b.data : "", b.len);
+    size_t len = b.len;
+    ck__buf_dispose(&b);
+    if (!text) return CK_ENOMEM;
+    ck_part note;
+    memset(&note, 0, sizeof note);
+    note.kind = CK_PART_TEXT;
+    note.text = text;
+    note.text_len = len;
+    note.id = note.name = "";
+    return ck__view_add_new_part(v, &note);
+}
+
+/* True when part g is replaced by a note in its message. */
+static int noted(const analysis *a, size_t g) {
+    unsigned char vd = a->verdict[g];
+    return vd == V_TEXT || (vd == V_DROP && a->h->parts[g].kind == CK_PART_TOOL_CALL);
+}
+
 /* Emits message `i` without the parts repair removes (and without results, which travel with
- * their calls). Returns with *emitted_any 0 when a message that only carried results is gone. */
+ * their calls); removed calls and results kept as text leave a note in their place. A message
+ * that only carried results that moved or went is gone. */
 static int emit_plain(const analysis *a, ck_view *v, size_t i) {
     const ck_history *h = a->h;
     const ck__msg *msg = &h->msgs[i];
-    size_t kept = 0;
+    size_t kept = 0, notes = 0;
     for (size_t k = 0; k < msg->n_parts; k++) {
         unsigned char vd = a->verdict[msg->first_part + k];
-        if (vd == V_PLAIN || vd == V_CALL) kept++;
+        kept += vd == V_PLAIN || vd == V_CALL;
+        notes += noted(a, msg->first_part + k);
     }
     if (kept == msg->n_parts) return ck__view_keep(v, h, i);
-    if (kept == 0) {
-        /* A message that carried only tool results (a tool message, or an Anthropic user
-         * message) has nothing left to say once they moved or went. Any other message keeps a
-         * note instead of its removed calls: dropping it would change whose turn it is. */
+    int rc = CK_OK;
+    if (msg->role == CK_ROLE_TOOL && !(a->fmt->pairing & CK__PAIR_NEXT_MESSAGE)) {
+        /* A "tool" message is a result whatever else it holds: a note there would stand as a
+         * result without a call, so each note becomes a user message. */
+        for (size_t k = 0; k < msg->n_parts && !rc; k++) {
+            size_t g = msg->first_part + k;
+            if (!noted(a, g)) continue;
+            rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_USER, 0);
+            if (!rc) rc = add_note(a, v, g);
+            ck__view_end(v, h);
+        }
+        return rc;
+    }
+    if (kept == 0 && notes == 0) {
+        /* Any message but one that only carried results keeps a note instead of what was
+         * removed: dropping it would change whose turn it is. */
         int only_results = 1;
         for (size_t k = 0; k < msg->n_parts; k++)
-            if (ck__msg_parts(h, i)[k].kind != CK_PART_TOOL_RESULT) only_results = 0;
-        /* A "tool" message is a result whatever else it holds: a note there would stand as a
-         * result without a call. */
-        if ((only_results && msg->role != CK_ROLE_ASSISTANT) || msg->role == CK_ROLE_TOOL)
-            return CK_OK;
-        int rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
+            if (ck__msg_parts(h, i)[k].kind != CK_PART_TOOL_RESULT &&
+                !(ck__msg_parts(h, i)[k].flags & CK_PART_ATTACHED))
+                only_results = 0;
+        if (only_results && msg->role != CK_ROLE_ASSISTANT) return CK_OK;
+        rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
         ck_part note;
         memset(&note, 0, sizeof note);
         note.kind = CK_PART_TEXT;
@@ -341,10 +496,12 @@ static int emit_plain(const analysis *a, ck_view *v, size_t i) {
         ck__view_end(v, h);
         return rc;
     }
-    int rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
+    rc = ck__view_begin(v, CK_OP_EDIT, i, msg->role, msg->flags);
     for (size_t k = 0; k < msg->n_parts && !rc; k++) {
-        unsigned char vd = a->verdict[msg->first_part + k];
+        size_t g = msg->first_part + k;
+        unsigned char vd = a->verdict[g];
         if (vd == V_PLAIN || vd == V_CALL) rc = ck__view_add_src_part(v, h, i, k);
+        else if (noted(a, g)) rc = add_note(a, v, g);
     }
     ck__view_end(v, h);
     return rc;
@@ -357,25 +514,75 @@ static int has_valid_call(const analysis *a, size_t i) {
     return 0;
 }
 
-int ck_repair_pairs(const ck_history *history, ck_format format, ck_view **out,
-                    ck_error *err) {
+/* What the repair does, as actions in message order (see ck__pairs_repair()). */
+static int list_actions(const analysis *a, ck__pair_action **out, size_t *n) {
+    const ck_history *h = a->h;
+    ck__pair_action *v = NULL;
+    size_t cap = 0, count = 0;
+    for (size_t g = 0; g < h->n_parts; g++) {
+        const ck_part *p = &h->parts[g];
+        int kind = -1;
+        unsigned char vd = a->verdict[g];
+        if (vd == V_ATTACHED || (p->flags & CK_PART_ATTACHED)) continue; /* its result's */
+        if (vd == V_TEXT) kind = CK_REPAIR_KEPT_AS_TEXT;
+        else if (vd == V_DROP && p->kind == CK_PART_TOOL_CALL) kind = CK_REPAIR_CALL_DROPPED;
+        else if (vd == V_DROP)
+            kind = a->why[g] == CK_PAIR_ORPHAN_RESULT      ? CK_REPAIR_ORPHAN_DROPPED
+                   : a->why[g] == CK_PAIR_DUPLICATE_RESULT ? CK_REPAIR_DUPLICATE_DROPPED
+                                                           : CK_REPAIR_MISPLACED_DROPPED;
+        else if (vd == V_CALL && a->answer[g] == CK_NONE) kind = CK_REPAIR_STUB_ADDED;
+        else if (vd == V_RESULT) {
+            int order_only;
+            if (!is_adjacent(a, a->part_msg[a->answer[g]], g, &order_only))
+                kind = CK_REPAIR_RESULT_MOVED;
+        }
+        if (kind < 0) continue;
+        if (ck__grow((void **)&v, &cap, count + 1, sizeof *v)) {
+            ck__free(v);
+            return CK_ENOMEM;
+        }
+        v[count].kind = (ck_repair_kind)kind;
+        v[count].msg = a->part_msg[g];
+        v[count].part = g;
+        count++;
+    }
+    *out = v;
+    *n = count;
+    return CK_OK;
+}
+
+int ck__pairs_repair(const ck_history *history, ck_format format, const unsigned char *keep_text,
+                     ck_view **out, ck__pair_action **actions, size_t *n_actions,
+                     ck_error *err) {
     ck__error_clear(err);
-    if (!history || !out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
-    *out = NULL;
+    if (actions) *actions = NULL;
+    if (n_actions) *n_actions = 0;
+    if (!history) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    if (out) *out = NULL;
     analysis a;
     int rc = analyse(&a, history, format, err);
-    ck_view *v = rc ? NULL : ck__view_new();
-    unsigned char *emitted = rc ? NULL : ck__calloc(history->n_parts ? history->n_parts : 1, 1);
-    if (!rc && (!v || !emitted)) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     const ck_history *h = history;
+    if (!rc && keep_text)
+        for (size_t g = 0; g < h->n_parts; g++)
+            if (keep_text[g] && a.verdict[g] == V_DROP && h->parts[g].kind == CK_PART_TOOL_RESULT)
+                a.verdict[g] = V_TEXT;
+    if (!rc && actions && (rc = list_actions(&a, actions, n_actions)))
+        ck__fail(err, rc, NULL, CK_NONE, NULL);
+    if (rc || !out) {
+        analysis_dispose(&a);
+        return rc;
+    }
+    ck_view *v = ck__view_new();
+    unsigned char *emitted = ck__calloc(history->n_parts ? history->n_parts : 1, 1);
+    if (!v || !emitted) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     size_t consumed_zone = CK_NONE; /* an Anthropic user message already emitted as a zone */
     for (size_t i = 0; i < h->n_msgs && !rc; i++) {
         if (i == consumed_zone) continue;
         rc = emit_plain(&a, v, i);
         if (rc || h->msgs[i].role != CK_ROLE_ASSISTANT || !has_valid_call(&a, i)) continue;
         size_t zone = CK_NONE;
-        if (a.format == CK_FORMAT_ANTHROPIC && i + 1 < h->n_msgs &&
-            h->msgs[i + 1].role == CK_ROLE_USER) {
+        if ((a.fmt->pairing & CK__PAIR_NEXT_MESSAGE) && i + 1 < h->n_msgs &&
+            h->msgs[i + 1].role == a.fmt->result_role) {
             zone = i + 1;
             consumed_zone = zone;
         }
@@ -385,9 +592,33 @@ int ck_repair_pairs(const ck_history *history, ck_format format, ck_view **out,
     analysis_dispose(&a);
     if (rc) {
         ck_view_free(v);
+        if (actions) {
+            ck__free(*actions);
+            *actions = NULL;
+            *n_actions = 0;
+        }
         if (err && err->code == CK_OK) ck__fail(err, rc, NULL, CK_NONE, NULL);
         return rc;
     }
     *out = v;
     return CK_OK;
+}
+
+int ck_repair_pairs(const ck_history *history, ck_format format, ck_view **out,
+                    ck_error *err) {
+    if (!out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    return ck__pairs_repair(history, format, NULL, out, NULL, NULL, err);
+}
+
+const char *ck_repair_kind_name(ck_repair_kind kind) {
+    switch (kind) {
+        case CK_REPAIR_ORPHAN_DROPPED: return "orphan_dropped";
+        case CK_REPAIR_DUPLICATE_DROPPED: return "duplicate_dropped";
+        case CK_REPAIR_MISPLACED_DROPPED: return "misplaced_dropped";
+        case CK_REPAIR_STUB_ADDED: return "stub_added";
+        case CK_REPAIR_CALL_DROPPED: return "call_dropped";
+        case CK_REPAIR_RESULT_MOVED: return "result_moved";
+        case CK_REPAIR_KEPT_AS_TEXT: return "kept_as_text";
+    }
+    return NULL;
 }

@@ -1,11 +1,18 @@
 /* The evidence store (DESIGN section 4) and the audit log (section 8): file names that no id
  * can turn into a path outside its folder, files written once and atomically, paging and
- * regular-expression search over the stored lines, and an append-only JSON-lines log. */
+ * regular-expression search over the stored lines, and an append-only JSON-lines log.
+ *
+ * What the store trusts: the directory the host names (store_dir), which may itself be a
+ * symbolic link, resolved once when the store is made. What it does not trust: anything
+ * below it, which tools, models or other processes may have planted. So every component
+ * below the root is opened with openat() and O_NOFOLLOW, relative to the folder above it: a
+ * symbolic link anywhere there (tool_results, a session's folder, compactions, a file) is
+ * refused as an I/O error, never followed, and so a write cannot land outside the store. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <regex.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,14 +25,21 @@
 
 #include "./alloc.h"
 #include "./buf.h"
+#include "./hash.h"
 #include "./internal.h"
+#include "./regex.h"
 #include "./store.h"
 
 struct ck__store {
+    char *root;     /* the store directory, symbolic links resolved when the store was made */
     char *results;  /* <dir>/tool_results/<session>, or tool_results/<session> with a backend */
+    char *results_real; /* <root>/tool_results/<session>, for refs that spell it otherwise */
+    char *session;  /* the encoded session id */
     char *log_dir;  /* <dir>/compactions */
     char *log_path; /* <dir>/compactions/<session>.jsonl */
     ck_evidence_backend be; /* be.get NULL: evidence lives in files under `results` */
+    atomic_int swept;       /* the session's folder was cleared of dead temporary files */
+    uint64_t search_work;   /* the work cap of one search */
 };
 
 /* Ids kept as themselves are at most this long; hashed ones keep a prefix of this length. */
@@ -35,78 +49,17 @@ struct ck__store {
 /* Reads go through a stack chunk of this size, so paging a huge file costs no heap. */
 #define STORE_CHUNK 16384
 
-/* ---- SHA-256, for the hashed part of file names ----
- * File names persist across versions and must never mix two ids, so the hash is a standard one
- * (the first 8 bytes of SHA-256, which the bindings can recompute with hashlib or crypto) rather
- * than a fast table hash whose collisions are easy to construct. */
+/* The work one search may do, in the matcher's units (about a byte scanned each): a second or
+ * so, after which the hits found so far come back with a note that the search was cut. */
+#define STORE_SEARCH_WORK ((uint64_t)1 << 27)
 
-static const uint32_t sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2};
+/* Temporary files are named ".tmp-<pid>-<counter>-<noise>": evidence names never start with
+ * a dot, and the pid says whether the writer can still be alive. */
+#define STORE_TMP_PREFIX ".tmp-"
 
-static uint32_t sha256_rotr(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(uint32_t st[8], const unsigned char *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = sha256_rotr(w[i - 15], 7) ^ sha256_rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = sha256_rotr(w[i - 2], 17) ^ sha256_rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = st[0], b = st[1], c = st[2], d = st[3];
-    uint32_t e = st[4], f = st[5], g = st[6], h = st[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t s1 = sha256_rotr(e, 6) ^ sha256_rotr(e, 11) ^ sha256_rotr(e, 25);
-        uint32_t t1 = h + s1 + ((e & f) ^ (~e & g)) + sha256_k[i] + w[i];
-        uint32_t s0 = sha256_rotr(a, 2) ^ sha256_rotr(a, 13) ^ sha256_rotr(a, 22);
-        uint32_t t2 = s0 + ((a & b) ^ (a & c) ^ (b & c));
-        h = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
-    }
-    st[0] += a;
-    st[1] += b;
-    st[2] += c;
-    st[3] += d;
-    st[4] += e;
-    st[5] += f;
-    st[6] += g;
-    st[7] += h;
-}
-
-/* The first 64 bits of SHA-256 of `data`, big-endian as the hex digest spells them. */
-static uint64_t sha256_prefix64(const char *data, size_t len) {
-    uint32_t st[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    const unsigned char *p = (const unsigned char *)data;
-    size_t left = len;
-    for (; left >= 64; left -= 64, p += 64) sha256_block(st, p);
-    unsigned char tail[128] = {0};
-    if (left) memcpy(tail, p, left);
-    tail[left] = 0x80;
-    size_t tail_len = left < 56 ? 64 : 128;
-    uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
-    sha256_block(st, tail);
-    if (tail_len == 128) sha256_block(st, tail + 64);
-    return (uint64_t)st[0] << 32 | st[1];
-}
+/* File names persist across versions and must never mix two ids, so their hashed part is a
+ * standard hash (the first 8 bytes of SHA-256, which the bindings can recompute with hashlib or
+ * crypto) rather than a fast table hash whose collisions are easy to construct. */
 
 /* ---- names and paths ---- */
 
@@ -128,7 +81,7 @@ char *ck__store_encode_id(const char *id, size_t len) {
     for (size_t i = 0; i < keep; i++)
         out[i] = store_safe_byte((unsigned char)id[i]) ? id[i] : '_';
     if (keep && out[0] == '.') out[0] = '_';
-    uint64_t hash = sha256_prefix64(id, len);
+    uint64_t hash = ck__sha256_prefix64(id, len);
     out[keep] = '~';
     for (int i = 0; i < 16; i++)
         out[keep + 1 + i] = "0123456789abcdef"[(hash >> (60 - 4 * i)) & 15];
@@ -147,64 +100,121 @@ static char *store_concat(const char *a, const char *b, const char *c) {
     return out;
 }
 
+/* The store directory `dir` as the file system names it now: every symbolic link resolved
+ * (where the host put the store is its own choice, followed this once), or for a directory
+ * not made yet, its deepest existing ancestor resolved and the rest kept as spelled. `dir`
+ * as it is when it cannot be resolved: the first use then reports why. NULL on OOM. */
+static char *store_resolve(const char *dir) {
+    char real[PATH_MAX];
+    size_t len = strlen(dir);
+    char *head = ck__strndup(dir, len);
+    if (!head) return NULL;
+    size_t cut = len; /* head[cut..] is the part not resolved (head[cut] is '/' or NUL) */
+    for (;;) {
+        if (realpath(head[0] ? head : "/", real)) {
+            const char *sep = cut < len && strcmp(real, "/") != 0 ? "/" : "";
+            char *out = store_concat(real, sep, cut < len ? dir + cut + 1 : "");
+            ck__free(head);
+            return out;
+        }
+        char *slash = errno == ENOENT ? strrchr(head, '/') : NULL;
+        if (!slash && errno == ENOENT && head[0] && strcmp(head, ".") != 0) {
+            /* A relative path whose first component is missing: resolve the current folder. */
+            if (!realpath(".", real)) break;
+            char *out = store_concat(real, "/", dir);
+            ck__free(head);
+            return out;
+        }
+        if (!slash) break;
+        *slash = '\0';
+        cut = (size_t)(slash - head);
+    }
+    ck__free(head);
+    return ck__strndup(dir, len);
+}
+
 ck__store *ck__store_new(const char *dir, const char *session_id,
                          const ck_evidence_backend *backend) {
     if (!dir || !session_id) return NULL;
     ck__store *s = ck__calloc(1, sizeof *s);
-    char *session = ck__store_encode_id(session_id, strlen(session_id));
     char *base = NULL;
-    if (!s || !session) goto fail;
+    if (!s || !(s->session = ck__store_encode_id(session_id, strlen(session_id)))) goto fail;
     /* Trailing slashes are dropped so that paths compare equal to what placeholders state;
      * an empty dir means the current folder rather than the root. */
     size_t dlen = strlen(dir);
     while (dlen > 1 && dir[dlen - 1] == '/') dlen--;
     base = dlen ? ck__strndup(dir, dlen) : ck__strndup(".", 1);
-    if (!base) goto fail;
+    if (!base || !(s->root = store_resolve(base))) goto fail;
     const char *sep = strcmp(base, "/") == 0 ? "" : "/";
+    const char *real_sep = strcmp(s->root, "/") == 0 ? "" : "/";
     /* With a backend, keys are the same relative names the files would have. */
     char *tools = backend ? store_concat("tool_results/", "", "")
                           : store_concat(base, sep, "tool_results/");
-    if (tools) s->results = store_concat(tools, session, "");
+    if (tools) s->results = store_concat(tools, s->session, "");
+    ck__free(tools);
+    tools = store_concat(s->root, real_sep, "tool_results/");
+    if (tools) s->results_real = store_concat(tools, s->session, "");
     ck__free(tools);
     if (backend) s->be = *backend;
+    s->search_work = STORE_SEARCH_WORK;
     s->log_dir = store_concat(base, sep, "compactions");
     if (s->log_dir) {
-        char *slash = store_concat(s->log_dir, "/", session);
+        char *slash = store_concat(s->log_dir, "/", s->session);
         if (slash) s->log_path = store_concat(slash, ".jsonl", "");
         ck__free(slash);
     }
-    if (!s->results || !s->log_dir || !s->log_path) goto fail;
+    if (!s->results || !s->results_real || !s->log_dir || !s->log_path) goto fail;
     ck__free(base);
-    ck__free(session);
     return s;
 fail:
     ck__free(base);
-    ck__free(session);
     ck__store_free(s);
     return NULL;
 }
 
 void ck__store_free(ck__store *s) {
     if (!s) return;
+    ck__free(s->root);
     ck__free(s->results);
+    ck__free(s->results_real);
+    ck__free(s->session);
     ck__free(s->log_dir);
     ck__free(s->log_path);
     ck__free(s);
 }
 
-char *ck__store_path(const ck__store *s, const char *id, size_t id_len) {
+/* The evidence file name of `id`: its encoded form and ".txt". NULL on OOM. */
+static char *store_file_name(const char *id, size_t id_len) {
     char *name = ck__store_encode_id(id, id_len);
-    if (!name) return NULL;
-    char *path = store_concat(s->results, "/", name);
+    char *file = name ? store_concat(name, ".txt", "") : NULL;
     ck__free(name);
-    if (!path) return NULL;
-    char *full = store_concat(path, ".txt", "");
-    ck__free(path);
-    return full;
+    return file;
+}
+
+char *ck__store_path(const ck__store *s, const char *id, size_t id_len) {
+    char *name = store_file_name(id, id_len);
+    char *path = name ? store_concat(s->results, "/", name) : NULL;
+    ck__free(name);
+    return path;
+}
+
+void ck__store_set_search_work(ck__store *s, uint64_t work) {
+    s->search_work = work ? work : STORE_SEARCH_WORK;
 }
 
 char *ck__store_log_path(const ck__store *s) {
     return ck__strndup(s->log_path, strlen(s->log_path));
+}
+
+int ck_backend_timeout(double seconds, double *effective, ck_error *err) {
+    ck__error_clear(err);
+    if (seconds == 0) seconds = CK_BACKEND_TIMEOUT_DEFAULT;
+    /* Written so that NaN fails. */
+    if (!(seconds > 0 && seconds <= CK_BACKEND_TIMEOUT_MAX))
+        return ck__fail(err, CK_EINVAL, "must be a number of seconds in (0, 86400]", CK_NONE,
+                        "backend_timeout");
+    if (effective) *effective = seconds;
+    return CK_OK;
 }
 
 /* ---- low-level I/O ---- */
@@ -237,6 +247,21 @@ static int store_io_fail(ck_error *err, int e, const char *path) {
     return ck__fail(err, CK_EIO, store_io_msg(e), CK_NONE, "%s", path);
 }
 
+static const char STORE_SYMLINK_MSG[] =
+    "a symbolic link inside the store was refused (the store follows none below its folder)";
+
+/* A symbolic link found at `rel` (a path from the store's folder). */
+static int store_symlink_fail(ck_error *err, const char *rel) {
+    return ck__fail(err, CK_EIO, STORE_SYMLINK_MSG, CK_NONE, "symlink refused: %s", rel);
+}
+
+/* After openat() of `name` in `dir` failed with `e`: whether a symbolic link is there. */
+static int store_is_symlink(int dir, const char *name, int e) {
+    struct stat st;
+    return (e == ELOOP || e == ENOTDIR || e == EMLINK) &&
+           fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+}
+
 /* After a failed mkdir(): 0 when it failed because the folder is there already, else -1 with
  * errno set (ENOTDIR when a non-folder is in the way). */
 static int store_mkdir_failed(const char *path) {
@@ -247,17 +272,11 @@ static int store_mkdir_failed(const char *path) {
     return -1;
 }
 
-/* Creates `path` and its missing parents, each 0700. Returns 0, or -1 with errno set. */
+/* Creates the store's own folder `path` and its missing parents, each 0700. These are the
+ * host's folders, named by the host, so they are made by path. Returns 0, or -1 with errno. */
 static int store_mkdirs(char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return 0;
-        errno = ENOTDIR;
-        return -1;
-    }
     /* Backs up to the deepest folder that exists, cutting the string at each '/', then makes
-     * the ones below it on the way forward, restoring each cut: a new session's folder costs
-     * one mkdir(), not one per component of the path. */
+     * the ones below it on the way forward, restoring each cut. */
     size_t n = strlen(path), end = n;
     int rc;
     while ((rc = mkdir(path, 0700)) != 0 && errno == ENOENT) {
@@ -310,14 +329,155 @@ static ssize_t store_read_some(int fd, char *buf, size_t len) {
     return n;
 }
 
+static int store_openat(int dir, const char *name, int flags, mode_t mode) {
+    int fd;
+    do fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+/* ---- folders, opened below the root without following links ---- */
+
+/* Outcomes of opening, beside an fd and the ck_status codes (which are all above -100). */
+enum { STORE_MISSING = -100, STORE_REFUSED = -101 };
+
+/* The two folders the store uses, as components below the root. */
+typedef enum { STORE_EVIDENCE, STORE_LOG } store_folder;
+
+/* Opens the store's own folder (making it when `create`): the fd, STORE_MISSING, or an error
+ * code with err naming `shown`. */
+static int store_open_root(const ck__store *s, int create, const char *shown, ck_error *err) {
+    int fd;
+    do fd = open(s->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0 && errno == ENOENT && create) {
+        char *path = ck__strndup(s->root, strlen(s->root));
+        if (!path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+        int made = store_mkdirs(path);
+        int e = errno;
+        ck__free(path);
+        if (made) return store_io_fail(err, e, shown);
+        do fd = open(s->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        while (fd < 0 && errno == EINTR);
+    }
+    if (fd >= 0) return fd;
+    int e = errno;
+    if (e == ENOENT && !create) return STORE_MISSING;
+    struct stat st;
+    /* The folder was resolved when the store was made; a link put there since is not. */
+    if (lstat(s->root, &st) == 0 && S_ISLNK(st.st_mode))
+        return ck__fail(err, CK_EIO, STORE_SYMLINK_MSG, CK_NONE, "symlink refused: %s", s->root);
+    return store_io_fail(err, e, shown);
+}
+
+/* Opens `which` (making missing folders 0700 when `create`): the fd, STORE_MISSING (some
+ * folder is not there and !create), or an error code with err filled: a symbolic link on the
+ * way is refused with its path from the root, other failures name `shown` (the folder as
+ * placeholders spell it). A folder made here is made durable by syncing its parent. */
+static int store_open_folder(ck__store *s, store_folder which, int create, const char *shown,
+                             ck_error *err) {
+    const char *names[2] = {"tool_results", s->session};
+    size_t depth = 2;
+    if (which == STORE_LOG) {
+        names[0] = "compactions";
+        depth = 1;
+    }
+    int fd = store_open_root(s, create, shown, err);
+    for (size_t i = 0; fd >= 0 && i < depth; i++) {
+        int next = store_openat(fd, names[i], O_RDONLY | O_DIRECTORY, 0);
+        if (next < 0 && errno == ENOENT && create) {
+            /* EEXIST: another writer made it a moment ago. Any other failure keeps errno. */
+            int made = mkdirat(fd, names[i], 0700) == 0;
+            if (made) (void)fsync(fd);
+            if (made || errno == EEXIST)
+                next = store_openat(fd, names[i], O_RDONLY | O_DIRECTORY, 0);
+        }
+        if (next >= 0) {
+            close(fd);
+            fd = next;
+            continue;
+        }
+        int e = errno;
+        if (store_is_symlink(fd, names[i], e)) {
+            char rel[160];
+            snprintf(rel, sizeof rel, "%s%s%s", names[0], i ? "/" : "", i ? names[1] : "");
+            next = store_symlink_fail(err, rel);
+        } else if (e == ENOENT && !create) {
+            next = STORE_MISSING;
+        } else {
+            next = store_io_fail(err, e, shown);
+        }
+        close(fd);
+        fd = next;
+    }
+    return fd;
+}
+
+/* Opens file `name` of folder `dir` for reading when it is a regular file: the fd, or
+ * STORE_MISSING, or STORE_REFUSED (a FIFO, a socket, a folder...), or an error code with err
+ * filled (a symbolic link, refused; an I/O error naming `shown`). O_NONBLOCK keeps a FIFO
+ * planted there from hanging the call; it does nothing to regular files. */
+static int store_open_file(int dir, const char *name, const char *rel, const char *shown,
+                           ck_error *err) {
+    int fd = store_openat(dir, name, O_RDONLY | O_NONBLOCK, 0);
+    int e = errno;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+        e = errno;
+        close(fd);
+        return store_io_fail(err, e, shown);
+    }
+    if (fd < 0) {
+        if (store_is_symlink(dir, name, e)) return store_symlink_fail(err, rel);
+        if (e == ENOENT || e == ENOTDIR || e == ENAMETOOLONG) return STORE_MISSING;
+        if (e == ELOOP || e == EMLINK || e == ENXIO) return STORE_REFUSED;
+        return store_io_fail(err, e, shown);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return STORE_REFUSED;
+    }
+    return fd;
+}
+
+/* Removes the temporary files that writers which are no longer running left in the
+ * session's folder (killed during a write), once per store: a name that starts ".tmp-<pid>-"
+ * whose process is gone. The files of live writers, this process's included, stay. */
+static void store_sweep(ck__store *s, int dir) {
+    if (atomic_exchange(&s->swept, 1)) return;
+    int fd = store_openat(dir, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    long self = (long)getpid();
+    struct dirent *ent;
+    size_t plen = strlen(STORE_TMP_PREFIX);
+    while ((ent = readdir(d)) != NULL) {
+        const char *name = ent->d_name;
+        if (strncmp(name, STORE_TMP_PREFIX, plen) != 0) continue;
+        char *end = NULL;
+        errno = 0;
+        long pid = strtol(name + plen, &end, 10);
+        if (errno || end == name + plen || *end != '-' || pid <= 0 || pid == self ||
+            pid > (long)INT32_MAX)
+            continue;
+        /* kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it does,
+         * under another user). */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        (void)unlinkat(dir, name, 0);
+    }
+    closedir(d);
+}
+
 /* Only the name-uniqueness of temporary files depends on this counter; O_EXCL is what makes
  * them safe, so the counter being shared by every store in the process is harmless. */
 static atomic_uint store_temp_counter;
 
-/* Creates a fresh temporary file in `folder`, writing its path into `tmp` (room for the folder
- * plus 80 bytes). The name starts with a dot, which no evidence name does. Returns the fd or
- * -1 with errno set. */
-static int store_temp_open(const char *folder, char *tmp, size_t tmp_size) {
+/* Creates a fresh temporary file in folder `dir`, writing its name into `tmp` (64 bytes).
+ * Returns the fd or -1 with errno set. */
+static int store_temp_open(int dir, char *tmp, size_t tmp_size) {
     for (int attempt = 0; attempt < 32; attempt++) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -327,23 +487,16 @@ static int store_temp_open(const char *folder, char *tmp, size_t tmp_size) {
         noise *= 0xbf58476d1ce4e5b9ull;
         noise ^= noise >> 29;
         unsigned count = atomic_fetch_add(&store_temp_counter, 1u);
-        snprintf(tmp, tmp_size, "%s/.tmp-%ld-%u-%016llx", folder, (long)getpid(), count,
+        snprintf(tmp, tmp_size, STORE_TMP_PREFIX "%ld-%u-%016llx", (long)getpid(), count,
                  (unsigned long long)noise);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int fd = store_openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
         if (fd >= 0 || (errno != EEXIST && errno != EINTR)) return fd;
     }
     errno = EEXIST;
     return -1;
 }
 
-/* Makes a rename or link inside `folder` durable; a failure here loses nothing already
- * written, so it is not reported. */
-static void store_sync_folder(const char *folder) {
-    int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    (void)fsync(fd);
-    close(fd);
-}
+/* ---- the backend ---- */
 
 /* A backend call's failure as a store error: the callback's reason (in err->where) is kept. */
 static int store_backend_fail(ck_error *err, int rc, const char *what, const char *key) {
@@ -370,100 +523,122 @@ static int store_backend_get(const ck__store *s, const char *key, char **out, si
     return CK_OK;
 }
 
+static int store_backend_put(ck__store *s, const char *id, size_t id_len, const char *data,
+                             size_t len, int *existed, ck_error *err) {
+    char *key = ck__store_path(s, id, id_len);
+    if (!key) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    char *have;
+    size_t have_len;
+    int rc = store_backend_get(s, key, &have, &have_len, err);
+    if (!rc && have) *existed = 1;
+    ck__free(have);
+    if (!rc && !*existed) {
+        if (err) err->where[0] = '\0';
+        rc = s->be.put(s->be.ctx, key, data, len, err);
+        if (rc) rc = store_backend_fail(err, rc, "the evidence backend could not store", key);
+    }
+    ck__free(key);
+    return rc;
+}
+
+/* ---- writing evidence ---- */
+
+/* Publishes temporary file `tmp` of folder `dir` as `name`. link() publishes the file only if
+ * the name is still free, so a racing writer of the same id can never replace a file already
+ * there; file systems without hard links fall back to rename(), which is atomic but may
+ * replace a twin written a moment earlier. Returns 0 (*existed set when the name was taken),
+ * or -1 with errno set. The temporary name is gone either way. */
+static int store_publish(int dir, const char *tmp, const char *name, int *existed) {
+    int rc = 0;
+    if (linkat(dir, tmp, dir, name, 0) != 0) {
+        int e = errno;
+        struct stat st;
+        if (e == EEXIST) {
+            *existed = 1;
+        } else if (e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == EXDEV || e == EMLINK ||
+                   e == ENOSYS) {
+            if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                *existed = 1;
+            } else if (renameat(dir, tmp, dir, name) == 0) {
+                return 0;
+            } else {
+                e = errno;
+                rc = -1;
+            }
+        } else {
+            rc = -1;
+        }
+        errno = e;
+    }
+    int e = errno;
+    (void)unlinkat(dir, tmp, 0);
+    errno = e;
+    return rc;
+}
+
 int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data, size_t len,
                   int *existed, ck_error *err) {
     ck__error_clear(err);
     int ignored;
     if (!existed) existed = &ignored;
     *existed = 0;
-    char *path = ck__store_path(s, id, id_len);
-    if (!path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-    if (s->be.get) {
-        char *have;
-        size_t have_len;
-        int rc = store_backend_get(s, path, &have, &have_len, err);
-        if (!rc && have) *existed = 1;
-        ck__free(have);
-        if (!rc && !*existed) {
-            if (err) err->where[0] = '\0';
-            rc = s->be.put(s->be.ctx, path, data, len, err);
-            if (rc) rc = store_backend_fail(err, rc, "the evidence backend could not store", path);
-        }
-        ck__free(path);
-        return rc;
-    }
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        *existed = 1;
-        ck__free(path);
-        return CK_OK;
-    }
-    int rc = CK_OK;
-    size_t tmp_size = strlen(s->results) + 80;
-    char *tmp = ck__malloc(tmp_size);
-    int fd = -1;
-    if (!tmp) {
+    if (s->be.get) return store_backend_put(s, id, id_len, data, len, existed, err);
+    char *name = store_file_name(id, id_len);
+    char *path = name ? store_concat(s->results, "/", name) : NULL;
+    char rel[STORE_PLAIN_MAX * 3 + 64];
+    int rc = CK_OK, fd = -1, dir = -1;
+    if (!path) {
         rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
         goto done;
     }
-    /* The folder is made only when the file cannot be made in it, which saves a stat() on
-     * every put but the first; a failure is then reported as the folder's, as it would have
-     * been had the folder been made first. */
-    fd = store_temp_open(s->results, tmp, tmp_size);
-    if (fd < 0 && store_mkdirs(s->results)) {
-        rc = store_io_fail(err, errno, s->results);
+    snprintf(rel, sizeof rel, "tool_results/%s/%s", s->session, name);
+    dir = store_open_folder(s, STORE_EVIDENCE, 1, s->results, err);
+    if (dir < 0) {
+        rc = dir;
         goto done;
     }
-    if (fd < 0) fd = store_temp_open(s->results, tmp, tmp_size);
+    store_sweep(s, dir);
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISLNK(st.st_mode)) rc = store_symlink_fail(err, rel);
+        else *existed = 1;
+        goto done;
+    }
+    char tmp[64];
+    fd = store_temp_open(dir, tmp, sizeof tmp);
     if (fd < 0) {
         rc = store_io_fail(err, errno, path);
         goto done;
     }
     /* The data reaches the disk before the name appears, so a crash never leaves a named but
      * partial file: readers see the whole evidence or none. */
-    if (store_write_all(fd, data, len) || fsync(fd)) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
+    int failed = store_write_all(fd, data, len) || fsync(fd);
+    int e = errno;
+    if (close(fd) != 0 && errno != EINTR && !failed) {
+        failed = 1;
+        e = errno;
+    }
+    fd = -1;
+    if (failed) {
+        (void)unlinkat(dir, tmp, 0);
         rc = store_io_fail(err, e, path);
         goto done;
     }
-    if (close(fd) && errno != EINTR) {
-        int e = errno;
-        unlink(tmp);
-        rc = store_io_fail(err, e, path);
+    if (store_publish(dir, tmp, name, existed) != 0) {
+        rc = store_io_fail(err, errno, path);
         goto done;
     }
-    /* link() publishes the file only if the name is still free, so a racing writer of the same
-     * id can never replace a file already there. File systems without hard links fall back to
-     * rename(), which is atomic but may replace a twin written a moment earlier. */
-    int keep_tmp = 0;
-    if (link(tmp, path) != 0) {
-        int e = errno;
-        if (e == EEXIST) {
-            *existed = 1;
-        } else if (e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == EXDEV || e == EMLINK ||
-                   e == ENOSYS) {
-            if (lstat(path, &st) == 0) {
-                *existed = 1;
-            } else if (rename(tmp, path) == 0) {
-                keep_tmp = 1;
-            } else {
-                e = errno;
-                unlink(tmp);
-                rc = store_io_fail(err, e, path);
-                goto done;
-            }
-        } else {
-            unlink(tmp);
-            rc = store_io_fail(err, e, path);
-            goto done;
-        }
+    /* A name planted as a link a moment ago took the place: the output stays in the view. */
+    if (*existed && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        *existed = 0;
+        rc = store_symlink_fail(err, rel);
+        goto done;
     }
-    if (!keep_tmp) unlink(tmp);
-    store_sync_folder(s->results);
+    /* Makes the new name durable; a failure here loses nothing already written. */
+    (void)fsync(dir);
 done:
-    ck__free(tmp);
+    if (dir >= 0) close(dir);
+    ck__free(name);
     ck__free(path);
     return rc;
 }
@@ -493,34 +668,6 @@ static void store_src_close(store_src *src) {
     src->mem = NULL;
 }
 
-enum { STORE_OPENED = 0, STORE_MISSING = -1, STORE_REFUSED = -2, STORE_IO = -3 };
-
-/* Opens `path` for reading when it is a regular file that is not a symbolic link. O_NONBLOCK
- * keeps a FIFO planted in the folder from hanging the call; it does nothing to regular files.
- * Returns the fd or one of the negative STORE_ outcomes (errno set for STORE_IO). */
-static int store_open_regular(const char *path) {
-    int fd;
-    do fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG) return STORE_MISSING;
-        if (errno == ELOOP || errno == EMLINK || errno == ENXIO) return STORE_REFUSED;
-        return STORE_IO;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return STORE_IO;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return STORE_REFUSED;
-    }
-    return fd;
-}
-
 /* True when `name` can be an evidence file name: one component, not dot-led, ending ".txt". */
 static int store_evidence_name(const char *name, size_t len) {
     return len > 4 && name[0] != '.' && !memchr(name, '/', len) && !memchr(name, '\0', len) &&
@@ -528,12 +675,12 @@ static int store_evidence_name(const char *name, size_t len) {
 }
 
 /* True when the folder `dir` (NUL-terminated) is this session's evidence folder, either as
- * spelled in placeholders or after resolving symbolic links, "..", "//" and relative forms. */
+ * spelled in placeholders or after resolving symbolic links, "..", "//" and relative forms.
+ * Only the name is taken from a ref; the file is then opened below the store's own folder. */
 static int store_is_results_dir(const ck__store *s, const char *dir) {
     if (strcmp(dir, s->results) == 0) return 1;
-    char want[PATH_MAX], got[PATH_MAX];
-    return realpath(s->results, want) && realpath(dir[0] ? dir : "/", got) &&
-           strcmp(want, got) == 0;
+    char got[PATH_MAX];
+    return realpath(dir[0] ? dir : "/", got) && strcmp(s->results_real, got) == 0;
 }
 
 static int store_no_ref(ck_error *err, const char *ref, size_t ref_len) {
@@ -571,51 +718,83 @@ static int store_open_key(const ck__store *s, const char *ref, size_t ref_len, s
     return store_no_ref(err, ref, ref_len);
 }
 
+/* The file name a ref names when it is not an id: the last component of a path into this
+ * session's folder, or a bare hashed name (what session-wide search reports). NULL when it
+ * names nothing; *oom on OOM. Caller owns the result. */
+static char *store_ref_name(const ck__store *s, const char *ref, size_t ref_len, int *oom) {
+    *oom = 0;
+    if (memchr(ref, '\0', ref_len)) return NULL;
+    char *copy = ck__strndup(ref, ref_len);
+    if (!copy) {
+        *oom = 1;
+        return NULL;
+    }
+    char *slash = strrchr(copy, '/'), *name = NULL;
+    if (slash && store_evidence_name(slash + 1, strlen(slash + 1))) {
+        *slash = '\0';
+        if (store_is_results_dir(s, copy)) name = slash + 1;
+    } else if (!slash && memchr(copy, '~', ref_len) && store_evidence_name(copy, ref_len)) {
+        name = copy;
+    }
+    char *out = name ? ck__strndup(name, strlen(name)) : NULL;
+    if (name && !out) *oom = 1;
+    ck__free(copy);
+    return out;
+}
+
+/* Opens file `name` of the session's folder into *src: CK_OK, or STORE_MISSING (nothing
+ * there), or an error code (err filled) for a refused or unreadable file. *path is its
+ * path. */
+static int store_open_named(ck__store *s, const char *name, store_src *src, char **path,
+                            const char *ref, size_t ref_len, ck_error *err) {
+    *path = store_concat(s->results, "/", name);
+    if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    int dir = store_open_folder(s, STORE_EVIDENCE, 0, s->results, err);
+    if (dir < 0) return dir;
+    store_sweep(s, dir);
+    char rel[STORE_PLAIN_MAX * 3 + 64];
+    snprintf(rel, sizeof rel, "tool_results/%s/%s", s->session, name);
+    int fd = store_open_file(dir, name, rel, *path, err);
+    close(dir);
+    if (fd >= 0) {
+        src->fd = fd;
+        return CK_OK;
+    }
+    if (fd == STORE_REFUSED)
+        return ck__fail(err, CK_EINVAL, "ref is not a regular evidence file", CK_NONE, "%.*s",
+                        (int)(ref_len < 111 ? ref_len : 111), ref);
+    return fd;
+}
+
 /* Opens the evidence that `ref` names: first as an id, then as a path inside this session's
- * folder, then as a bare hashed file name (what session-wide search reports). Sets *src and
- * *path (the file's path or key, caller frees). */
-static int store_open_ref(const ck__store *s, const char *ref, size_t ref_len, store_src *src,
+ * folder, then as a bare hashed file name. Sets *src and *path (the file's path or key,
+ * caller frees). */
+static int store_open_ref(ck__store *s, const char *ref, size_t ref_len, store_src *src,
                           char **path, ck_error *err) {
     src->fd = -1;
     src->mem = NULL;
     src->len = src->pos = 0;
+    *path = NULL;
+    if (!ref) return store_no_ref(err, "", 0);
     if (s->be.get) return store_open_key(s, ref, ref_len, src, path, err);
-    *path = ck__store_path(s, ref, ref_len);
-    if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-    int got = store_open_regular(*path);
-    if (got == STORE_MISSING) {
-        ck__free(*path);
-        *path = NULL;
-        char *copy = ck__strndup(ref, ref_len);
-        if (!copy) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-        char *slash = memchr(copy, '\0', ref_len) ? NULL : strrchr(copy, '/');
-        const char *name = NULL;
-        if (slash && store_evidence_name(slash + 1, strlen(slash + 1))) {
-            *slash = '\0';
-            if (store_is_results_dir(s, copy)) name = slash + 1;
-        } else if (!slash && memchr(copy, '~', ref_len) && store_evidence_name(copy, ref_len)) {
-            name = copy;
-        }
-        if (name) *path = store_concat(s->results, "/", name);
-        ck__free(copy);
-        if (!name) return store_no_ref(err, ref, ref_len);
-        if (!*path) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-        got = store_open_regular(*path);
-    }
-    if (got >= 0) {
-        src->fd = got;
-        return CK_OK;
-    }
-    int e = errno;
-    if (got == STORE_IO) return store_io_fail(err, e, *path);
-    if (got == STORE_REFUSED)
-        return ck__fail(err, CK_EINVAL, "ref is not a regular evidence file", CK_NONE, "%.*s",
-                        (int)(ref_len < 111 ? ref_len : 111), ref ? ref : "");
-    return store_no_ref(err, ref, ref_len);
+    char *name = store_file_name(ref, ref_len);
+    if (!name) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    int rc = store_open_named(s, name, src, path, ref, ref_len, err);
+    ck__free(name);
+    if (rc != STORE_MISSING) return rc;
+    ck__free(*path);
+    *path = NULL;
+    int oom;
+    name = store_ref_name(s, ref, ref_len, &oom);
+    if (oom) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    if (!name) return store_no_ref(err, ref, ref_len);
+    rc = store_open_named(s, name, src, path, ref, ref_len, err);
+    ck__free(name);
+    return rc == STORE_MISSING ? store_no_ref(err, ref, ref_len) : rc;
 }
 
-int ck__store_read(const ck__store *s, const char *ref, size_t ref_len, size_t offset,
-                   size_t limit, char **out, size_t *out_len, ck_error *err) {
+int ck__store_read(ck__store *s, const char *ref, size_t ref_len, size_t offset, size_t limit,
+                   char **out, size_t *out_len, ck_error *err) {
     ck__error_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -698,33 +877,20 @@ static void store_json_string(ck__buf *b, const char *s, size_t len) {
     ck__buf_addc(b, '"');
 }
 
-/* Whether `re` matches the line `text` (`len` bytes, NUL at text[len]). regexec stops at a NUL,
- * so a line with NUL bytes is matched piece by piece; REG_NOTBOL and REG_NOTEOL keep '^' and '$'
- * meaning the ends of the whole line. Empty inner pieces are skipped: a pattern that matches
- * the empty string there matches at the start of the first piece too. */
-static int store_line_matches(const regex_t *re, const char *text, size_t len) {
-    size_t start = 0;
-    for (;;) {
-        size_t piece = strlen(text + start);
-        int last = start + piece >= len;
-        if (start == 0 || piece > 0 || last) {
-            int flags = (start ? REG_NOTBOL : 0) | (last ? 0 : REG_NOTEOL);
-            if (regexec(re, text + start, 0, NULL, flags) == 0) return 1;
-        }
-        if (last) return 0;
-        start += piece + 1;
-    }
-}
-
 typedef struct store_grep {
-    const regex_t *re;
+    ck__regex *re;
     size_t max_hits, hits;
+    uint64_t budget; /* the matcher's work left */
+    int cut;         /* the budget ran out */
     ck__buf *json;
     ck__buf line; /* the current line, reused across lines and files */
 } store_grep;
 
+/* Matches the current line; NUL bytes in it are characters like any other. */
 static void store_grep_check(store_grep *g, const char *ref, size_t ref_len, size_t line_no) {
-    if (!store_line_matches(g->re, g->line.data, g->line.len)) return;
+    int got = ck__regex_search(g->re, g->line.data ? g->line.data : "", g->line.len, &g->budget);
+    if (got == CK__REGEX_CUT) g->cut = 1;
+    if (got != CK__REGEX_MATCH) return;
     if (g->hits) ck__buf_addc(g->json, ',');
     ck__buf_add(g->json, "{\"ref\":", 7);
     store_json_string(g->json, ref, ref_len);
@@ -734,28 +900,30 @@ static void store_grep_check(store_grep *g, const char *ref, size_t ref_len, siz
     g->hits++;
 }
 
+static int store_grep_more(const store_grep *g) { return g->hits < g->max_hits && !g->cut; }
+
 /* Searches one opened evidence. Returns CK_OK, CK_ENOMEM, or CK_EIO (errno set). */
 static int store_grep_src(store_grep *g, store_src *src, const char *ref, size_t ref_len) {
     char chunk[STORE_CHUNK];
     size_t line_no = 0;
     ssize_t n;
     g->line.len = 0;
-    while (g->hits < g->max_hits && (n = store_src_read(src, chunk, sizeof chunk)) != 0) {
+    while (store_grep_more(g) && (n = store_src_read(src, chunk, sizeof chunk)) != 0) {
         if (n < 0) return CK_EIO;
         size_t i = 0;
-        while (i < (size_t)n && g->hits < g->max_hits) {
+        while (i < (size_t)n && store_grep_more(g)) {
             char *nl = memchr(chunk + i, '\n', (size_t)n - i);
             size_t stop = nl ? (size_t)(nl - chunk) : (size_t)n;
             ck__buf_add(&g->line, chunk + i, stop - i);
             if (g->line.failed) return CK_ENOMEM;
             if (!nl) break;
             i = stop + 1;
-            store_grep_check(g, ref, ref_len, ++line_no);
+            store_grep_check(g, ref, ref_len, line_no++);
             g->line.len = 0;
         }
     }
     /* A last line without a newline is still a line. */
-    if (g->line.len > 0 && g->hits < g->max_hits) store_grep_check(g, ref, ref_len, ++line_no);
+    if (g->line.len > 0 && store_grep_more(g)) store_grep_check(g, ref, ref_len, line_no++);
     return g->json->failed ? CK_ENOMEM : CK_OK;
 }
 
@@ -763,13 +931,18 @@ static int store_name_order(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The evidence file names of folder `dir`, sorted. A missing folder has none. */
-static int store_list_names(const char *dir, char ***names, size_t *count, ck_error *err) {
+/* The evidence file names of the session's folder `dir`, sorted. */
+static int store_list_names(ck__store *s, int dir, char ***names, size_t *count, ck_error *err) {
     *names = NULL;
     *count = 0;
     size_t cap = 0;
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? CK_OK : store_io_fail(err, errno, dir);
+    int fd = store_openat(dir, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return store_io_fail(err, e, s->results);
+    }
     int rc = CK_OK;
     struct dirent *ent;
     for (;;) {
@@ -785,26 +958,32 @@ static int store_list_names(const char *dir, char ***names, size_t *count, ck_er
         }
         (*names)[(*count)++] = copy;
     }
-    if (!rc && errno) rc = store_io_fail(err, errno, dir);
+    if (!rc && errno) rc = store_io_fail(err, errno, s->results);
     closedir(d);
     if (!rc && *count > 1) qsort(*names, *count, sizeof **names, store_name_order);
     return rc;
 }
 
 /* Searches every evidence file of the session, in name order. An id kept as itself is
- * reported as the id; a hashed name as the file name, which store_open_ref accepts back. */
-static int store_grep_session(const ck__store *s, store_grep *g, ck_error *err) {
+ * reported as the id; a hashed name as the file name, which store_open_ref accepts back. A
+ * FIFO or a folder named like evidence is skipped; a symbolic link is refused. */
+static int store_grep_session(ck__store *s, store_grep *g, ck_error *err) {
+    int dir = store_open_folder(s, STORE_EVIDENCE, 0, s->results, err);
+    if (dir == STORE_MISSING) return CK_OK;
+    if (dir < 0) return dir;
+    store_sweep(s, dir);
     char **names;
     size_t count;
-    int rc = store_list_names(s->results, &names, &count, err);
-    for (size_t i = 0; !rc && i < count && g->hits < g->max_hits; i++) {
+    int rc = store_list_names(s, dir, &names, &count, err);
+    for (size_t i = 0; !rc && i < count && store_grep_more(g); i++) {
         char *path = store_concat(s->results, "/", names[i]);
         if (!path) {
             rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
             break;
         }
-        store_src src = {store_open_regular(path), NULL, 0, 0};
-        if (src.fd == STORE_IO) rc = store_io_fail(err, errno, path);
+        char rel[STORE_PLAIN_MAX * 3 + 64];
+        snprintf(rel, sizeof rel, "tool_results/%s/%s", s->session, names[i]);
+        store_src src = {store_open_file(dir, names[i], rel, path, err), NULL, 0, 0};
         if (src.fd >= 0) {
             size_t len = strlen(names[i]);
             if (!strchr(names[i], '~')) len -= 4;
@@ -813,15 +992,19 @@ static int store_grep_session(const ck__store *s, store_grep *g, ck_error *err) 
             store_src_close(&src);
             if (rc == CK_EIO) rc = store_io_fail(err, e, path);
             else if (rc) rc = ck__fail(err, rc, NULL, CK_NONE, NULL);
+        } else if (src.fd != STORE_MISSING && src.fd != STORE_REFUSED) {
+            rc = src.fd;
         }
+        src.fd = -1;
         ck__free(path);
     }
     for (size_t i = 0; i < count; i++) ck__free(names[i]);
     ck__free(names);
+    close(dir);
     return rc;
 }
 
-static int store_grep_ref(const ck__store *s, store_grep *g, const char *ref, size_t ref_len,
+static int store_grep_ref(ck__store *s, store_grep *g, const char *ref, size_t ref_len,
                           ck_error *err) {
     store_src src;
     char *path;
@@ -837,37 +1020,39 @@ static int store_grep_ref(const ck__store *s, store_grep *g, const char *ref, si
     return rc;
 }
 
-int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const char *pattern,
+int ck__store_search(ck__store *s, const char *ref, size_t ref_len, const char *pattern,
                      size_t max_hits, const char *const *refs, size_t n_refs, char **out,
                      size_t *out_len, ck_error *err) {
     ck__error_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
     if (!pattern) return ck__fail(err, CK_EINVAL, "no pattern", CK_NONE, "pattern");
-    regex_t re;
-    int bad = regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB);
-    if (bad == REG_ESPACE) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-    if (bad) {
-        return ck__fail(err, CK_EINVAL, "not a valid POSIX extended regular expression", CK_NONE,
-                        "pattern");
-    }
+    ck__regex *re = NULL;
+    int rc = ck__regex_new(pattern, strlen(pattern), &re, err);
+    if (rc) return rc;
     ck__buf json;
     ck__buf_init(&json);
     ck__buf_addc(&json, '[');
-    store_grep g = {&re, max_hits, 0, &json, {NULL, 0, 0, 0}};
-    int rc;
+    store_grep g = {re, max_hits, 0, s->search_work, 0, &json, {NULL, 0, 0, 0}};
     if (ref) {
         rc = store_grep_ref(s, &g, ref, ref_len, err);
     } else if (s->be.get) {
         /* A backend cannot be listed: the session's evidence is what the caller knows of. */
-        rc = CK_OK;
-        for (size_t i = 0; !rc && i < n_refs && g.hits < max_hits; i++)
+        for (size_t i = 0; !rc && i < n_refs && store_grep_more(&g); i++)
             rc = store_grep_ref(s, &g, refs[i], strlen(refs[i]), err);
     } else {
         rc = store_grep_session(s, &g, err);
     }
-    regfree(&re);
+    ck__regex_free(re);
     ck__buf_dispose(&g.line);
+    if (g.cut) {
+        /* The hits found so far, and a last entry that says the rest was not searched. */
+        ck__buf_printf(&json,
+                       "%s{\"ref\":\"\",\"line\":0,\"text\":\"search stopped at its work "
+                       "limit (about %llu MB scanned): give a ref or a narrower pattern to "
+                       "search the rest\",\"cut\":true}",
+                       g.hits ? "," : "", (unsigned long long)(s->search_work >> 20));
+    }
     ck__buf_addc(&json, ']');
     if (rc) {
         ck__buf_dispose(&json);
@@ -882,10 +1067,16 @@ int ck__store_search(const ck__store *s, const char *ref, size_t ref_len, const 
 
 /* ---- audit log ---- */
 
-static int store_open_log(const char *path) {
-    int fd;
-    do fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    while (fd < 0 && errno == EINTR);
+/* Opens the session's log in the compactions folder `dir` for appending, making it 0600 (and
+ * durable in the folder) when it is new. Returns the fd, or -1 with errno set. */
+static int store_open_log(ck__store *s, int dir, const char *name) {
+    (void)s;
+    int fd = store_openat(dir, name, O_RDWR | O_APPEND, 0);
+    if (fd < 0 && errno == ENOENT) {
+        fd = store_openat(dir, name, O_RDWR | O_APPEND | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0) (void)fsync(dir);
+        else if (errno == EEXIST) fd = store_openat(dir, name, O_RDWR | O_APPEND, 0);
+    }
     return fd;
 }
 
@@ -897,23 +1088,29 @@ int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error
      * into each other. A newline inside the record would split it into two log lines; in JSON
      * text a raw newline can only be whitespace, so it becomes a space. */
     char *rec = ck__malloc(len + 2);
-    if (!rec) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    char *name = store_concat(s->session, ".jsonl", "");
+    if (!rec || !name) {
+        ck__free(rec);
+        ck__free(name);
+        return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    }
     rec[0] = '\n';
     for (size_t i = 0; i < len; i++) rec[i + 1] = line[i] == '\n' ? ' ' : line[i];
     rec[len + 1] = '\n';
-    int rc = CK_OK;
-    /* As for evidence, the folder is made only when the log cannot be opened without it. */
-    int fd = store_open_log(s->log_path);
-    if (fd < 0 && store_mkdirs(s->log_dir)) {
-        rc = store_io_fail(err, errno, s->log_dir);
-        ck__free(rec);
-        return rc;
+    int rc = CK_OK, fd = -1;
+    int dir = store_open_folder(s, STORE_LOG, 1, s->log_dir, err);
+    if (dir < 0) {
+        rc = dir;
+        goto done;
     }
-    if (fd < 0) fd = store_open_log(s->log_path);
+    fd = store_open_log(s, dir, name);
     if (fd < 0) {
-        rc = store_io_fail(err, errno, s->log_path);
-        ck__free(rec);
-        return rc;
+        int e = errno;
+        char rel[STORE_PLAIN_MAX * 2 + 64];
+        snprintf(rel, sizeof rel, "compactions/%s", name);
+        rc = store_is_symlink(dir, name, e) ? store_symlink_fail(err, rel)
+                                            : store_io_fail(err, e, s->log_path);
+        goto done;
     }
     /* After a crash the log may end in a torn line; a newline first keeps this record from
      * being glued onto it, so the record is still found whole. A write lock keeps a line that
@@ -939,8 +1136,11 @@ int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error
     int torn = last != '\n';
     if (!ok || store_write_all(fd, rec + !torn, len + 1 + (size_t)torn) || fsync(fd))
         rc = store_io_fail(err, errno, s->log_path);
-    close(fd);
+done:
+    if (fd >= 0) close(fd);
+    if (dir >= 0) close(dir);
     ck__free(rec);
+    ck__free(name);
     return rc;
 }
 
@@ -958,20 +1158,27 @@ static off_t audit_newline_before(int fd, off_t before) {
     return -1;
 }
 
-int ck__store_last_record(const ck__store *s, char **out, size_t *out_len, ck_error *err) {
+int ck__store_last_record(ck__store *s, char **out, size_t *out_len, ck_error *err) {
     ck__error_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
-    int fd;
-    do fd = open(s->log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) return CK_OK;
-        return store_io_fail(err, errno, s->log_path);
+    char *name = store_concat(s->session, ".jsonl", "");
+    if (!name) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    char rel[STORE_PLAIN_MAX * 2 + 64];
+    snprintf(rel, sizeof rel, "compactions/%s", name);
+    int dir = store_open_folder(s, STORE_LOG, 0, s->log_dir, err);
+    int fd = dir;
+    if (dir >= 0) {
+        fd = store_open_file(dir, name, rel, s->log_path, err);
+        close(dir);
     }
+    ck__free(name);
+    if (fd == STORE_MISSING) return CK_OK;
+    if (fd == STORE_REFUSED) return store_io_fail(err, EINVAL, s->log_path);
+    if (fd < 0) return fd;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno ? errno : EIO;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
         return store_io_fail(err, e, s->log_path);
     }
@@ -1002,5 +1209,146 @@ int ck__store_last_record(const ck__store *s, char **out, size_t *out_len, ck_er
     }
     if (end < -1 || (end >= 0 && !*out && !rc)) rc = store_io_fail(err, errno, s->log_path);
     close(fd);
+    return rc;
+}
+
+/* Whether line [start, end) of the log holds `needle`, read in chunks that overlap by the
+ * needle's length so no occurrence is missed. -1 on a read error. */
+static int audit_line_has(int fd, off_t start, off_t end, const char *needle) {
+    char chunk[8192];
+    size_t nl = strlen(needle);
+    if (nl == 0 || nl > sizeof chunk / 2) return 0;
+    for (off_t at = start; at < end;) {
+        size_t n = end - at < (off_t)sizeof chunk ? (size_t)(end - at) : sizeof chunk;
+        if (store_pread_all(fd, chunk, n, at)) return -1;
+        for (size_t i = 0; i + nl <= n; i++)
+            if (chunk[i] == needle[0] && memcmp(chunk + i, needle, nl) == 0) return 1;
+        if (at + (off_t)n >= end) break;
+        at += (off_t)(n - nl + 1);
+    }
+    return 0;
+}
+
+/* Opens the session's audit log for reading: the fd, STORE_MISSING, or an error code. */
+static int store_open_log_read(ck__store *s, ck_error *err) {
+    char *name = store_concat(s->session, ".jsonl", "");
+    if (!name) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    char rel[STORE_PLAIN_MAX * 2 + 64];
+    snprintf(rel, sizeof rel, "compactions/%s", name);
+    int dir = store_open_folder(s, STORE_LOG, 0, s->log_dir, err);
+    int fd = dir;
+    if (dir >= 0) {
+        fd = store_open_file(dir, name, rel, s->log_path, err);
+        close(dir);
+    }
+    ck__free(name);
+    if (fd == STORE_REFUSED) return store_io_fail(err, EINVAL, s->log_path);
+    return fd;
+}
+
+int ck__store_log_since(ck__store *s, const char *needle, char **out, size_t *out_len,
+                        ck_error *err) {
+    ck__error_clear(err);
+    *out = NULL;
+    *out_len = 0;
+    int fd = store_open_log_read(s, err);
+    if (fd == STORE_MISSING) return CK_OK;
+    if (fd < 0) return fd;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return store_io_fail(err, e, s->log_path);
+    }
+    /* Backwards from the last complete line to the newest one holding the needle; a torn
+     * last line is left out. */
+    off_t last = audit_newline_before(fd, st.st_size);
+    off_t from = 0, end = last;
+    int rc = CK_OK;
+    while (end >= 0) {
+        off_t start = audit_newline_before(fd, end);
+        if (start < -1) {
+            rc = store_io_fail(err, EIO, s->log_path);
+            break;
+        }
+        int has = audit_line_has(fd, start + 1, end, needle);
+        if (has < 0) {
+            rc = store_io_fail(err, EIO, s->log_path);
+            break;
+        }
+        if (has) {
+            from = start + 1;
+            break;
+        }
+        end = start;
+    }
+    if (!rc && last > from) {
+        size_t len = (size_t)(last - from);
+        char *text = ck__malloc(len + 1);
+        if (!text) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+        else if (store_pread_all(fd, text, len, from)) {
+            ck__free(text);
+            rc = store_io_fail(err, EIO, s->log_path);
+        } else {
+            text[len] = '\0';
+            *out = text;
+            *out_len = len;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+int ck__store_key(ck__store *s, int create, unsigned char key[32], ck_error *err) {
+    ck__error_clear(err);
+    char shown[STORE_PLAIN_MAX * 2 + 64];
+    snprintf(shown, sizeof shown, "%s/.key", s->log_dir);
+    int dir = store_open_folder(s, STORE_LOG, create, s->log_dir, err);
+    if (dir == STORE_MISSING) return ck__fail(err, CK_EINVAL, "no audit key", CK_NONE, "%s", shown);
+    if (dir < 0) return dir;
+    int rc = CK_OK;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = store_open_file(dir, ".key", "compactions/.key", shown, err);
+        if (fd >= 0) {
+            ssize_t n = store_read_some(fd, (char *)key, 32);
+            close(fd);
+            rc = n == 32 ? CK_OK : ck__fail(err, CK_EIO, "the audit key is damaged", CK_NONE, "%s",
+                                            shown);
+            break;
+        }
+        if (fd != STORE_MISSING || !create) {
+            rc = fd == STORE_MISSING   ? ck__fail(err, CK_EINVAL, "no audit key", CK_NONE, "%s", shown)
+                 : fd == STORE_REFUSED ? store_io_fail(err, EINVAL, shown)
+                                       : fd;
+            break;
+        }
+        /* A new key: 32 random bytes, written under a temporary name and linked into place,
+         * so two processes making one at once end with one key that both read. */
+        unsigned char fresh[32];
+        int urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        ssize_t got = urandom >= 0 ? store_read_some(urandom, (char *)fresh, sizeof fresh) : -1;
+        if (urandom >= 0) close(urandom);
+        if (got != (ssize_t)sizeof fresh) {
+            rc = ck__fail(err, CK_EIO, "no randomness for the audit key", CK_NONE, "/dev/urandom");
+            break;
+        }
+        char tmp[80];
+        int wfd = store_temp_open(dir, tmp, sizeof tmp);
+        int ok = wfd >= 0 && store_write_all(wfd, (const char *)fresh, sizeof fresh) == 0 &&
+                 fsync(wfd) == 0;
+        int e = errno;
+        if (wfd >= 0) close(wfd);
+        if (ok && linkat(dir, tmp, dir, ".key", 0) != 0 && errno != EEXIST) {
+            ok = 0;
+            e = errno;
+        }
+        if (wfd >= 0) (void)unlinkat(dir, tmp, 0);
+        if (!ok) {
+            rc = store_io_fail(err, e, shown);
+            break;
+        }
+        /* Read back what is there now: ours, or the one another process linked first. */
+    }
+    close(dir);
     return rc;
 }

@@ -1,23 +1,25 @@
-/* Token estimation.
+/* Token counts.
  *
- * chars4 is UTF-8 bytes / 4, kept exactly for compatibility. The calibrated estimators model
- * how tiktoken-family tokenizers count, in one pass over the text:
+ * chars4 is UTF-8 bytes / 4, kept exactly for compatibility. The other estimators count as
+ * tiktoken-family tokenizers do, in one pass over the text:
  *
- *   1. Cut the text into pieces with the tokenizer's own pre-tokenizer rules (written out
- *      below for o200k_base and cl100k_base). BPE never merges across pieces, so the count of
- *      a text is the sum of the counts of its pieces.
- *   2. Look each piece up in a hash table of frequent pieces with their exact counts.
- *   3. Otherwise charge one token plus, for each pair of adjacent characters, the measured
- *      chance that BPE cuts between them, plus the expected extra tokens inside characters
- *      that are not a token by themselves.
+ *   1. Cut the text into pieces with the tokenizer's own pre-tokenizer rules, written out below
+ *      as scanners for o200k_base and cl100k_base (no regex engine; the Unicode classes are a
+ *      generated table). BPE never merges across pieces, so the count of a text is the sum of
+ *      the counts of its pieces.
+ *   2. One byte, or one to three digits, is one token.
+ *   3. Look the piece up in a small hash table of frequent pieces with their exact counts
+ *      (token_table.h, generated offline by tools/gen_token_table.js), which stays in cache.
+ *   4. Else count it exactly by byte-pair encoding (bpe.c), which caches what it counted.
  *
- * All the numbers (Unicode classes, tables, chances) are generated offline into token_table.h
- * by tools/gen_token_table.js. Costs are summed in 1/256ths of a token and rounded once per
- * string. Everything here reads only static const data, so every function is thread-safe
- * and none allocates. What counts toward a message (content, ids, names, arguments, images,
- * the per-message and per-request overheads) is decided here too. */
+ * The default estimator is o200k_base counted so, except that one unbroken piece of more than
+ * 64 KB (a run with no pre-tokenizer boundary, as hostile input has) is estimated from samples,
+ * a little above its count (see ck__bpe_count()). Every function here is thread-safe. What
+ * counts toward a message (content, ids, names, arguments, images, the per-message and
+ * per-request overheads) is decided here too. */
 #include <string.h>
 
+#include "./bpe.h"
 #include "./internal.h"
 #include "./token_table.h"
 
@@ -25,7 +27,6 @@
 enum { RC_P = 0, RC_LU = 1, RC_LL = 2, RC_LO = 3, RC_M = 4, RC_N = 5, RC_WS = 6, RC_NL = 7 };
 
 #define FAIL ((size_t)-1)
-#define ONE_TOKEN 256u
 
 /* What a pre-tokenizer's fast path knows of the piece it cut, so that pricing it need not find
  * out again: nothing, that it is all ASCII, or that it is one to three ASCII digits. */
@@ -41,53 +42,26 @@ enum { PK_ANY, PK_ASCII, PK_DIGITS };
 #define NOINLINE static
 #endif
 
+/* One encoding's table of frequent pieces (see token_table.h). */
 typedef struct profile {
-    int o200k;      /* pre-tokenizer rules: o200k_base (1) or cl100k_base (0) */
-    uint8_t single; /* class-byte bit saying "one token by itself" in this profile */
     uint32_t mask;
     const uint32_t *meta;
     const uint64_t *keys;
     const uint8_t *blob;
-    const uint8_t *pair;
-    const uint16_t *inner;
-    const uint8_t *pair1; /* bit (a * 128 + b): the ASCII piece "ab" is one token */
-    uint32_t joined_mask;
-    const uint64_t *joined;    /* set of CJK pairs found inside vocabulary tokens */
-    const uint8_t *join_cost; /* chance of a cut in such a pair, by CJK script pair */
 } profile;
 
-static const profile O200K = {1,
-                              CK_TT_SINGLE_O200K,
-                              CK_TT_O200K_MASK,
-                              ck_tt_o200k_meta,
-                              ck_tt_o200k_keys,
-                              ck_tt_o200k_blob,
-                              ck_tt_o200k_pair,
-                              ck_tt_o200k_inner,
-                              ck_tt_o200k_pair1,
-                              CK_TT_O200K_JOINED_MASK,
-                              ck_tt_o200k_joined,
-                              ck_tt_o200k_join_cost};
-static const profile CL100K = {0,
-                               CK_TT_SINGLE_CL100K,
-                               CK_TT_CL100K_MASK,
-                               ck_tt_cl100k_meta,
-                               ck_tt_cl100k_keys,
-                               ck_tt_cl100k_blob,
-                               ck_tt_cl100k_pair,
-                               ck_tt_cl100k_inner,
-                               ck_tt_cl100k_pair1,
-                               CK_TT_CL100K_JOINED_MASK,
-                               ck_tt_cl100k_joined,
-                               ck_tt_cl100k_join_cost};
+static const profile O200K = {CK_TT_O200K_MASK, ck_tt_o200k_meta, ck_tt_o200k_keys,
+                              ck_tt_o200k_blob};
+static const profile CL100K = {CK_TT_CL100K_MASK, ck_tt_cl100k_meta, ck_tt_cl100k_keys,
+                               ck_tt_cl100k_blob};
 
 static uint64_t div4(uint64_t bytes) { return (bytes + 3) / 4; }
 
 /* ---- Characters ------------------------------------------------------------------------- */
 
 /* The class of a byte that does not start a valid UTF-8 sequence: a one-byte character of
- * class P that is one token alone (byte-level BPE has a token for every byte). */
-#define INVALID (RC_P | CK_TT_SINGLE_O200K | CK_TT_SINGLE_CL100K)
+ * class P. */
+#define INVALID RC_P
 
 /* The class byte of the character at s[i], its length in *len and its code point in *cp.
  * Invalid bytes are INVALID, so any input is measurable. */
@@ -131,29 +105,6 @@ static inline uint8_t class_at(const uint8_t *s, size_t n, size_t i, size_t *len
     return decode_at(s, n, i, len, &cp);
 }
 
-/* Up to 8 bytes at p (`room` of them may be read) as a little-endian word, zeros past room. */
-static inline uint64_t load8(const uint8_t *p, size_t room) {
-    uint64_t w;
-    if (room >= 8) {
-        memcpy(&w, p, 8); /* one load; only a text's last bytes take the slow copy */
-    } else {
-        uint64_t tail = 0; /* apart, so that the common case keeps its word in a register */
-        memcpy(&tail, p, room);
-        w = tail;
-    }
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w;
-}
-
-/* The bytes at p as a little-endian 64-bit word, `k` (1-8) of them, the rest zero; `room`
- * (>= k) is how many bytes may be read at p. */
-static inline uint64_t word_at(const uint8_t *p, size_t k, size_t room) {
-    uint64_t w = load8(p, room);
-    return k >= 8 ? w : w & ((UINT64_C(1) << 8 * k) - 1);
-}
-
 #define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
 
 /* The high bit of every byte of w that is ASCII and within [lo, hi] (lo > 0). Adding to the
@@ -189,7 +140,7 @@ static inline unsigned last_byte(uint64_t m) {
  * both (`lower` 2), eight bytes at a time, so that a word costs no branch per letter. */
 static inline size_t alpha_run(const uint8_t *s, size_t n, size_t e, int lower) {
     for (; e < n; e += 8) {
-        uint64_t w = load8(s + e, n - e);
+        uint64_t w = ck__load8(s + e, n - e);
         uint64_t in = lower == 0 ? bytes_in(w, 'A', 'Z')
                       : lower == 1 ? bytes_in(w, 'a', 'z')
                                    : bytes_in(w, 'A', 'Z') | bytes_in(w, 'a', 'z');
@@ -323,7 +274,7 @@ static size_t space_piece_cl100k(const uint8_t *s, size_t n, size_t i) {
 static inline size_t ascii_space_piece(const uint8_t *s, size_t n, size_t i, int o200k) {
     size_t e = i, nl_end = FAIL;
     for (;; e += 8) {
-        uint64_t w = load8(s + e, n - e); /* the zeros past the end are not white space */
+        uint64_t w = ck__load8(s + e, n - e); /* the zeros past the end are not white space */
         uint64_t other = ~(bytes_in(w, '\t', '\r') | bytes_in(w, ' ', ' ')) & BYTES(0x80);
         uint64_t nl = bytes_in(w, '\n', '\n') | bytes_in(w, '\r', '\r');
         unsigned k = other ? first_byte(other) : 8;
@@ -361,7 +312,7 @@ HOT_INLINE size_t o200k_piece(const uint8_t *s, size_t n, size_t i, int *kind) {
             /* A word, bare or after one space or mark. In ASCII the letter rules reduce to
              * "capitals, then small letters". */
             e = i + !IS_ASCII_ALPHA(c);
-            uint64_t w = load8(s + e, n - e), not_lower;
+            uint64_t w = ck__load8(s + e, n - e), not_lower;
             if ((unsigned)(s[e] - 'a') < 26) { /* most words: small letters only */
                 not_lower = ~bytes_in(w, 'a', 'z') & BYTES(0x80);
             } else {
@@ -460,182 +411,87 @@ HOT_INLINE size_t cl100k_piece(const uint8_t *s, size_t n, size_t i, int *kind) 
     return space_piece_cl100k(s, n, i);
 }
 
-/* ---- Cost of a piece -------------------------------------------------------------------- */
+/* ---- Counting ---------------------------------------------------------------------------- */
 
-/* The table slot of a piece (gen_token_table.js hashes the same way): its bytes as 64-bit
- * words, each xored in and multiplied; the slot is the top half, which every bit reaches.
- * `room` (>= len) bytes may be read at p; *first gets the first word. */
-static inline uint32_t piece_hash(const uint8_t *p, size_t len, size_t room, uint64_t *first) {
+/* The hash that places a piece in the table of frequent pieces: its bytes as 64-bit words, each
+ * xored in and multiplied; the slot is the top half, which every bit reaches
+ * (gen_token_table.js hashes the same way). The table compares the bytes, so a weak hash costs
+ * only a probe. `room` (>= len) bytes may be read at p; *first gets the first word. */
+static inline uint64_t piece_hash(const uint8_t *p, size_t len, size_t room, uint64_t *first) {
     const uint64_t mix = UINT64_C(0xbf58476d1ce4e5b9);
-    uint64_t w = word_at(p, len, room);
+    uint64_t w = ck__word_at(p, len, room);
     uint64_t h = ((uint64_t)len * UINT64_C(0x9e3779b97f4a7c15) ^ w) * mix;
     *first = w;
-    for (size_t k = 8; k < len; k += 8) h = (h ^ word_at(p + k, len - k, room - k)) * mix;
-    return (uint32_t)(h >> 32);
+    for (size_t k = 8; k < len; k += 8) h = (h ^ ck__word_at(p + k, len - k, room - k)) * mix;
+    return h;
 }
 
 /* Whether the piece p[0..len) (len > 8, `room` bytes readable) has the bytes at b past its first
  * word. The blob that b points into ends with 8 spare bytes. */
 NOINLINE int same_rest(const uint8_t *b, const uint8_t *p, size_t len, size_t room) {
     for (size_t k = 8; k < len; k += 8)
-        if (word_at(b + k, len - k, 8) != word_at(p + k, len - k, room - k)) return 0;
+        if (ck__word_at(b + k, len - k, 8) != ck__word_at(p + k, len - k, room - k)) return 0;
     return 1;
 }
 
-/* The exact count of the piece p[0..len) if the table has it, in 1/256 tokens, else 0,
+/* The exact count of the piece p[0..len) if the table of frequent pieces has it, else 0,
  * probing from slot `at`; `first` is its first word. A slot holds the piece's length and first
  * word, so most lookups read one slot and compare one word. The probe stops at an empty slot,
  * or at one that no piece probes past (META_MORE clear). */
 #define META_MORE (1u << 19)
-HOT_INLINE uint64_t table_cost(const profile *pf, const uint8_t *p, size_t len, size_t room,
-                               uint32_t at, uint64_t first) {
+HOT_INLINE uint64_t table_count(const profile *pf, const uint8_t *p, size_t len, size_t room,
+                                uint32_t at, uint64_t first) {
     for (;; at = (at + 1) & pf->mask) {
         uint32_t meta = pf->meta[at];
         if (!meta) return 0;
         if ((meta >> 20 & 63u) == len && pf->keys[at] == first &&
             (len <= 8 || same_rest(pf->blob + (meta & (META_MORE - 1)), p, len, room)))
-            return (uint64_t)(meta >> 26) * ONE_TOKEN;
+            return meta >> 26;
         if (!(meta & META_MORE)) return 0;
     }
 }
 
-/* The unit of a non-ASCII character for the pair table: its group (letter script, mark,
- * number, space, other) and whether it is one token alone. */
-static inline unsigned unit_of(uint8_t cls, uint8_t single) {
-    unsigned rc = cls & 7u, group;
-    if (IS_LETTER(rc)) group = cls >> 3 & 7u;
-    else if (rc == RC_M) group = 7;
-    else if (rc == RC_N) group = 8;
-    else if (IS_SPACE(rc)) group = 9;
-    else group = 10;
-    return 128 + 2 * group + ((cls & single) ? 1u : 0u);
-}
-
-/* The CJK script of a letter (1 Han, 2 hiragana, 3 katakana, 4 Hangul), else 0. */
-static inline unsigned cjk_of(uint8_t cls) {
-    unsigned script = cls >> 3 & 7u;
-    return IS_LETTER(cls & 7u) && script >= 1 && script <= 4 ? script : 0;
-}
-
-/* Whether the CJK characters a, b sit side by side in some token of the vocabulary. */
-static int joined(const profile *pf, uint32_t a, uint32_t b) {
-    uint64_t key = (uint64_t)a << 21 | b;
-    uint32_t at = (uint32_t)(key * UINT64_C(0x9e3779b97f4a7c15) >> 32) & pf->joined_mask;
-    for (;; at = (at + 1) & pf->joined_mask) {
-        uint64_t k = pf->joined[at];
-        if (k == key) return 1;
-        if (!k) return 0;
-    }
-}
-
-/* Cost of a piece that the table does not have, in 1/256 tokens: one token, plus the chance
- * of a cut between each two adjacent characters, plus the extra tokens expected inside
- * characters that are not a token alone. Two CJK characters that sit side by side in some
- * vocabulary token are rarely cut apart; any other two almost always are. */
-static uint64_t model_cost(const profile *pf, const uint8_t *p, size_t len) {
-    uint64_t cost = ONE_TOKEN;
-    unsigned prev = p[0], prev_cjk = 0;
-    uint32_t prev_cp = 0;
-    size_t i = 1;
-    if (prev < 0x80) { /* an ASCII run first: each byte is its unit, with no inner cost */
-        while (i < len && p[i] < 0x80) {
-            cost += pf->pair[prev * CK_TT_UNITS + p[i]];
-            prev = p[i++];
-        }
-        if (i == len) return cost;
-    } else {
-        i = 0;
-        prev = CK_TT_UNITS;
-    }
-    for (size_t clen; i < len; i += clen) {
-        unsigned u = p[i], cjk = 0;
-        uint32_t cp = u;
-        clen = 1;
-        if (u >= 0x80) { /* ASCII units are their byte and have no inner cost */
-            uint8_t cls = decode_at(p, len, i, &clen, &cp);
-            u = unit_of(cls, pf->single);
-            cjk = cjk_of(cls);
-            /* A character of n bytes has at most n - 1 cuts inside, so no piece ever costs
-             * more tokens than it has bytes. */
-            uint64_t inner = pf->inner[u], most = (uint64_t)(clen - 1) * ONE_TOKEN;
-            cost += inner < most ? inner : most;
-        }
-        if (cjk && prev_cjk && joined(pf, prev_cp, cp))
-            cost += pf->join_cost[(prev_cjk - 1) * 4 + cjk - 1];
-        else if (prev < CK_TT_UNITS)
-            cost += pf->pair[prev * CK_TT_UNITS + u];
-        prev = u;
-        prev_cjk = cjk;
-        prev_cp = cp;
-    }
-    return cost;
-}
-
-/* Cost of the two-byte ASCII piece "ab": one or two tokens, as a bit table says. The table of
- * pieces holds the same count for the frequent ones (both come from the tokenizer). */
-static inline uint64_t pair_cost(const profile *pf, unsigned a, unsigned b) {
-    unsigned bit = a << 7 | b;
-    return (pf->pair1[bit >> 3] >> (bit & 7) & 1u) ? ONE_TOKEN : 2 * ONE_TOKEN;
-}
-
-/* model_cost() of a piece known to be ASCII: each byte is its own unit, with no inner cost. */
-static uint64_t ascii_cost(const profile *pf, const uint8_t *p, size_t len) {
-    uint64_t cost = ONE_TOKEN;
-    for (size_t i = 1; i < len; i++) cost += pf->pair[p[i - 1] * CK_TT_UNITS + p[i]];
-    return cost;
-}
-
-/* Cost of a piece of two bytes or more missing from the table. Some need no model: two ASCII
- * bytes (pair_cost()); three ASCII digits are one token in both vocabularies. */
-static uint64_t miss_cost(const profile *pf, const uint8_t *p, size_t n) {
-    if (n == 2 && (p[0] | p[1]) < 0x80) return pair_cost(pf, p[0], p[1]);
-    if (n == 3 && (unsigned)(p[0] - '0') < 10 && (unsigned)(p[1] - '0') < 10 &&
-        (unsigned)(p[2] - '0') < 10)
-        return ONE_TOKEN;
-    return model_cost(pf, p, n);
-}
-
-/* Cost of a whole text in 1/256 tokens. Each piece is looked up as soon as it is cut: the table
- * fits in the second-level cache, and out-of-order execution already overlaps the fetch with
- * the cutting of the next piece (holding the lookup back a piece to prefetch its slot was
- * slower, for the bookkeeping and the extra branch). */
-HOT_INLINE uint64_t text_cost_with(const profile *pf, const uint8_t *s, size_t len, int o200k) {
-    uint64_t cost = 0;
+/* The tokens of a text: the sum of the exact counts of its pieces (bpe.c), or of estimates
+ * for giant ones when `estimate` is set. One byte is one token, and so are one to three digits
+ * in both encodings (a test checks all 1,110). */
+HOT_INLINE uint64_t count_with(const profile *pf, const ck__bpe *b, const uint8_t *s,
+                               size_t len, int o200k, int estimate) {
+    uint64_t tokens = 0;
     for (size_t i = 0, e; i < len; i = e) {
         int kind = PK_ANY;
         e = o200k ? o200k_piece(s, len, i, &kind) : cl100k_piece(s, len, i, &kind);
-        if (kind == PK_DIGITS) { /* never in the table (gen_token_table.js leaves them out) */
-            cost += e - i == 2 ? pair_cost(pf, s[i], s[i + 1]) : ONE_TOKEN;
-        } else if (e - i == 1) { /* one byte, one token: no lookup */
-            cost += ONE_TOKEN;
-        } else if (e - i > CK_TT_MAX_PIECE) {
-            cost += model_cost(pf, s + i, e - i);
-        } else {
-            uint64_t first;
-            uint32_t slot = piece_hash(s + i, e - i, len - i, &first) & pf->mask;
-            uint64_t c = table_cost(pf, s + i, e - i, len - i, slot, first);
-            if (!c) {
-                c = kind == PK_ASCII && e - i > 2 ? ascii_cost(pf, s + i, e - i)
-                                                  : miss_cost(pf, s + i, e - i);
-            }
-            cost += c;
+        if (e - i == 1 || kind == PK_DIGITS) {
+            tokens++;
+            continue;
         }
+        if (e - i <= CK_TT_MAX_PIECE) { /* the frequent pieces first: a small, hot table */
+            uint64_t first, h = piece_hash(s + i, e - i, len - i, &first);
+            uint64_t c = table_count(pf, s + i, e - i, len - i, (uint32_t)(h >> 32) & pf->mask,
+                                     first);
+            if (c) {
+                tokens += c;
+                continue;
+            }
+        }
+        tokens += ck__bpe_count(b, s + i, e - i, len - i, estimate);
     }
-    return cost;
+    return tokens;
 }
 
-/* Cost of a whole text in 1/256 tokens, through a loop specialized for each pre-tokenizer and
- * its profile, whose tables are then constant addresses. */
-static uint64_t text_cost(const profile *pf, const char *data, size_t len) {
+size_t ck__token_piece_end(const char *s, size_t len, size_t i, int o200k) {
+    int kind = PK_ANY;
+    const uint8_t *u = (const uint8_t *)s;
+    return o200k ? o200k_piece(u, len, i, &kind) : cl100k_piece(u, len, i, &kind);
+}
+
+/* Tokens of one string by an estimator other than chars4. */
+static uint64_t text_tokens(ck_estimator est, const char *data, size_t len) {
     const uint8_t *s = (const uint8_t *)data;
-    return pf->o200k ? text_cost_with(&O200K, s, len, 1) : text_cost_with(&CL100K, s, len, 0);
-}
-
-static uint64_t round_cost(uint64_t cost) { return (cost + ONE_TOKEN / 2) / ONE_TOKEN; }
-
-/* The profile of a calibrated estimator; unknown values get the default. */
-static const profile *profile_of(ck_estimator est) {
-    return est == CK_EST_CL100K ? &CL100K : &O200K;
+    switch (est) {
+        case CK_EST_O200K: return count_with(&O200K, ck__bpe_get(1), s, len, 1, 0);
+        case CK_EST_CL100K: return count_with(&CL100K, ck__bpe_get(0), s, len, 0, 0);
+        default: return count_with(&O200K, ck__bpe_get(1), s, len, 1, 1);
+    }
 }
 
 /* ---- Public estimates ------------------------------------------------------------------- */
@@ -643,7 +499,7 @@ static const profile *profile_of(ck_estimator est) {
 uint64_t ck_estimate_text(const char *data, size_t len, ck_estimator est) {
     if (!data || !len) return 0;
     if (est == CK_EST_CHARS4) return div4(len);
-    return round_cost(text_cost(profile_of(est), data, len));
+    return text_tokens(est, data, len);
 }
 
 /* Bytes that count toward a message, and the number of image parts (which cost a fixed
@@ -663,11 +519,11 @@ static uint64_t parts_bytes(const ck_part *parts, size_t stride, size_t n, uint6
     return bytes;
 }
 
-/* Tokens of the same parts through a calibrated profile. Each string is its own text to the
+/* Tokens of the same parts by an estimator other than chars4. Each string is its own text to the
  * tokenizer (a provider renders them in separate fields), so pieces never span two of them,
  * and each is rounded on its own: a message then costs exactly what its strings cost apart,
  * and a sum over single parts (as the compactor makes) equals the message's estimate. */
-static uint64_t parts_tokens(const profile *pf, const ck_part *parts, size_t stride, size_t n,
+static uint64_t parts_tokens(ck_estimator est, const ck_part *parts, size_t stride, size_t n,
                              uint64_t *images) {
     uint64_t tokens = 0;
     const char *at = (const char *)parts;
@@ -677,9 +533,9 @@ static uint64_t parts_tokens(const profile *pf, const ck_part *parts, size_t str
             (*images)++;
             continue;
         }
-        if (p->text_len) tokens += round_cost(text_cost(pf, p->text, p->text_len));
-        if (p->id_len) tokens += round_cost(text_cost(pf, p->id, p->id_len));
-        if (p->name_len) tokens += round_cost(text_cost(pf, p->name, p->name_len));
+        if (p->text_len) tokens += text_tokens(est, p->text, p->text_len);
+        if (p->id_len) tokens += text_tokens(est, p->id, p->id_len);
+        if (p->name_len) tokens += text_tokens(est, p->name, p->name_len);
     }
     return tokens;
 }
@@ -688,7 +544,7 @@ uint64_t ck__estimate_parts(const ck_part *parts, size_t stride, size_t n, ck_es
     uint64_t images = 0;
     if (est == CK_EST_CHARS4)
         return div4(parts_bytes(parts, stride, n, &images)) + images * CK_IMAGE_TOKENS;
-    uint64_t tokens = parts_tokens(profile_of(est), parts, stride, n, &images);
+    uint64_t tokens = parts_tokens(est, parts, stride, n, &images);
     return tokens + images * CK_IMAGE_TOKENS + CK_MESSAGE_OVERHEAD;
 }
 
@@ -723,6 +579,19 @@ const char *ck_estimator_name(ck_estimator est) {
         case CK_EST_DEFAULT: return "default";
         case CK_EST_CHARS4: return "chars4";
         case CK_EST_CL100K: return "cl100k";
+        case CK_EST_O200K: return "o200k";
     }
     return NULL;
+}
+
+int ck_estimator_from_name(const char *name, size_t len, ck_estimator *out) {
+    if (!name || !out) return CK_EINVAL;
+    for (int e = 0;; e++) {
+        const char *known = ck_estimator_name((ck_estimator)e);
+        if (!known) return CK_EINVAL;
+        if (strlen(known) == len && memcmp(known, name, len) == 0) {
+            *out = (ck_estimator)e;
+            return CK_OK;
+        }
+    }
 }

@@ -353,6 +353,27 @@ static int estimate_string(napi_env env, napi_value value, int tools, ck_estimat
     return rc;
 }
 
+/* The estimator names, from the core (ck_estimator_name), in ck_estimator order. */
+#define CKJS_MAX_ESTIMATORS 16
+static int estimator_names(const char **names) {
+    int n = 0;
+    while (n < CKJS_MAX_ESTIMATORS && (names[n] = ck_estimator_name((ck_estimator)n))) n++;
+    return n;
+}
+
+/* The same as a JS array, for index.js and the errors it throws. */
+static napi_value estimator_name_list(napi_env env) {
+    const char *names[CKJS_MAX_ESTIMATORS];
+    int n = estimator_names(names);
+    napi_value list, name;
+    NODE_API_CALL(env, napi_create_array_with_length(env, (size_t)n, &list));
+    for (int i = 0; i < n; i++) {
+        NODE_API_CALL(env, napi_create_string_utf8(env, names[i], NAPI_AUTO_LENGTH, &name));
+        NODE_API_CALL(env, napi_set_element(env, list, (uint32_t)i, name));
+    }
+    return list;
+}
+
 /* estimateTokens(x, estimator): a string, a message, a message list or a tool list; the
  * estimator is a name or a token-counting function. */
 static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
@@ -362,9 +383,11 @@ static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
     js_counter jc = {env, NULL, 0};
     napi_valuetype type = napi_undefined;
     if (argv[1]) NODE_API_CALL(env, napi_typeof(env, argv[1], &type));
+    const char *names[CKJS_MAX_ESTIMATORS];
+    int n_names = estimator_names(names);
     if (type == napi_function)
         jc.fn = argv[1];
-    else if (ckjs_choice(env, argv[1], "options.estimator", ckjs_estimator_names, 3, 0, &est))
+    else if (ckjs_choice(env, argv[1], "options.estimator", names, n_names, 0, &est))
         return NULL;
     ck_counter counter = {js_count, &jc};
     napi_value x = argv[0];
@@ -610,9 +633,9 @@ NAPI_MODULE_INIT() {
     NODE_API_CALL(env, napi_get_named_property(env, json, "parse", &parse));
     NODE_API_CALL(env, napi_create_reference(env, parse, 1, &state->json_parse));
 
-    napi_value version, codes;
+    napi_value version, codes, estimators;
     NODE_API_CALL(env, napi_create_string_utf8(env, ck_version(), NAPI_AUTO_LENGTH, &version));
-    if (!(codes = status_table(env))) return NULL;
+    if (!(codes = status_table(env)) || !(estimators = estimator_name_list(env))) return NULL;
     const napi_property_descriptor props[] = {
         {"estimateTokens", NULL, estimate_tokens, NULL, NULL, NULL, napi_enumerable, NULL},
         {"checkPairs", NULL, ckjs_check_pairs, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -622,8 +645,11 @@ NAPI_MODULE_INIT() {
         {"_setErrorClasses", NULL, set_error_classes, NULL, NULL, NULL, napi_default, NULL},
         {"version", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},
         {"statusCodes", NULL, NULL, NULL, NULL, codes, napi_enumerable, NULL},
+        {"_estimatorNames", NULL, NULL, NULL, NULL, estimators, napi_default, NULL},
     };
     NODE_API_CALL(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
-    if (ckjs_compactor_init(env, exports) || ckjs_http_init(env, exports)) return NULL;
+    if (ckjs_compactor_init(env, exports) || ckjs_http_init(env, exports) ||
+        ckjs_replay_init(env, exports))
+        return NULL;
     return exports;
 }

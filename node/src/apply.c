@@ -121,6 +121,48 @@ static int new_block(applier *a, const ck_part *p, napi_value *out) {
     return set_str(a, *out, "text", p->text, p->text_len);
 }
 
+/*
+ * The content of a tool result whose text was replaced (by a placeholder): the text as a
+ * string, or, when the source content is a list holding items the reader took no text from
+ * (images, documents: objects without a `text`), a list of a text block with the new text
+ * followed by those items, the caller's own objects, so that no part of the result is lost.
+ */
+static int replaced_result_content(applier *a, napi_value source, const char *text, size_t len,
+                                   napi_value *out) {
+    napi_env env = a->env;
+    bool is_array = false;
+    uint32_t n = 0, kept = 0;
+    napi_value list = NULL;
+    *out = NULL;
+    if (source) NODE_API_CALL_RC(env, napi_is_array(env, source, &is_array));
+    if (is_array) NODE_API_CALL_RC(env, napi_get_array_length(env, source, &n));
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value item, item_text;
+        napi_valuetype type, text_type;
+        bool item_array = false;
+        NODE_API_CALL_RC(env, napi_get_element(env, source, i, &item));
+        NODE_API_CALL_RC(env, napi_typeof(env, item, &type));
+        if (type != napi_object) continue;
+        NODE_API_CALL_RC(env, napi_is_array(env, item, &item_array));
+        if (item_array) continue;
+        NODE_API_CALL_RC(env, napi_get_named_property(env, item, "text", &item_text));
+        NODE_API_CALL_RC(env, napi_typeof(env, item_text, &text_type));
+        if (text_type != napi_undefined && text_type != napi_null) continue;
+        if (!list) {
+            napi_value block;
+            NODE_API_CALL_RC(env, napi_create_array(env, &list));
+            NODE_API_CALL_RC(env, napi_create_object(env, &block));
+            int rc = set_str(a, block, "type", "text", 4);
+            if (!rc) rc = set_str(a, block, "text", text, len);
+            if (rc) return rc;
+            NODE_API_CALL_RC(env, napi_set_element(env, list, kept++, block));
+        }
+        NODE_API_CALL_RC(env, napi_set_element(env, list, kept++, item));
+    }
+    *out = list ? list : ckjs_string(env, text, len);
+    return *out ? CK_OK : CKJS_THROWN;
+}
+
 /* The value of `key` on source message `msg` ("content", "tool_calls"). */
 static int source_field(applier *a, size_t msg, const char *key, napi_value *out) {
     NODE_API_CALL_RC(a->env, napi_get_named_property(a->env, a->src->objects[msg], key, out));
@@ -169,9 +211,18 @@ static int source_block(applier *a, const ck_out_part *op, napi_value *out) {
     override ov;
     ov.key =
         ckjs_string(a->env, sp->kind == CK_PART_TOOL_RESULT ? "content" : "text", NAPI_AUTO_LENGTH);
-    ov.value = ckjs_string(a->env, op->part.text, op->part.text_len);
+    if (!ov.key) return CKJS_THROWN;
+    if (sp->kind == CK_PART_TOOL_RESULT) {
+        napi_value content;
+        NODE_API_CALL_RC(a->env, napi_get_property(a->env, item, ov.key, &content));
+        if ((rc = replaced_result_content(a, content, op->part.text, op->part.text_len,
+                                          &ov.value)))
+            return rc;
+    } else {
+        ov.value = ckjs_string(a->env, op->part.text, op->part.text_len);
+    }
     ov.append = 1;
-    if (!ov.key || !ov.value) return CKJS_THROWN;
+    if (!ov.value) return CKJS_THROWN;
     return copy_object(a, item, &ov, 1, out);
 }
 
@@ -214,6 +265,14 @@ static int build_content(applier *a, const ck_out_msg *m, napi_value *out) {
                 *out = s;
                 return CK_OK;
             }
+        }
+        /* A replaced output keeps the source's non-text items (images) beside its text. */
+        if (openai_tool && only->src_msg != CK_NONE && only->replaced &&
+            only->part.kind == CK_PART_TOOL_RESULT) {
+            napi_value s;
+            int rc = source_field(a, only->src_msg, "content", &s);
+            if (rc) return rc;
+            return replaced_result_content(a, s, only->part.text, only->part.text_len, out);
         }
         *out = ckjs_string(env, only->part.text, only->part.text_len);
         return *out ? CK_OK : CKJS_THROWN;

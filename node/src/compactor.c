@@ -16,11 +16,14 @@
  * from begin to finish. When the environment is torn down the finalizers may run in any order,
  * so whichever of the two structs is released last frees the core compactor.
  *
- * The methods that reach the core (begin, finish, offload, readEvidence, searchEvidence) are
- * each one "op". Without an evidence backend an op runs at once and the method returns its
- * value (a token counter, if any, is called on this thread). With a backend, whose methods may
- * return Promises, the op runs on a libuv worker (napi_async_work) and the method returns a
- * Promise; host.c carries the backend's and the counter's calls to the main thread and back.
+ * The methods that reach the core (begin, finish, offload, readEvidence, searchEvidence,
+ * answerReadEvidence) are each one "op". Without an evidence backend an op runs at once and the
+ * method returns its value (a token counter, if any, is called on this thread). With a backend,
+ * whose methods may return Promises, the op runs on a libuv worker (napi_async_work) and the
+ * method returns a Promise; host.c carries the backend's and the counter's calls to the main
+ * thread and back. A search always runs on a worker and returns a Promise: it may scan
+ * megabytes. Without a backend it leaves the compactor usable (`searches`), since it reads
+ * nothing a method changes.
  * While an op runs on a worker the compactor is busy: every other method that would touch the
  * core throws CK_EBUSY, so the core is only ever used by one thread at a time.
  */
@@ -64,6 +67,10 @@ typedef struct ckjs_compactor {
     ckjs_job *job;    /* the live job, if any */
     reuse_cache reuse;
     int running; /* an op is running on a worker thread */
+    /* Searches without a backend running on workers. Such a search reads only what the core
+     * set up when the compactor was made (see ck_compactor_search_evidence()), so they run
+     * beside each other and beside every other method; only freeing the core waits. */
+    int searches;
     int closed;  /* close() was called; every later call throws CK_ECLOSED */
     int wrapped; /* the JS object's finalizer has not run yet */
 } ckjs_compactor;
@@ -203,7 +210,7 @@ static napi_value bool_value(napi_env env, int yes) {
 
 /* Frees the core compactor once it is closed and no job or op needs it any more. */
 static void core_free_if_closed(ckjs_compactor *self) {
-    if (self->closed && !self->job && !self->running && self->ck) {
+    if (self->closed && !self->job && !self->running && !self->searches && self->ck) {
         ck_compactor_free(self->ck);
         self->ck = NULL;
     }
@@ -211,7 +218,7 @@ static void core_free_if_closed(ckjs_compactor *self) {
 
 /* Frees the struct once neither its JS object nor a job nor an op refers to it. */
 static void compactor_free_if_unused(napi_env env, ckjs_compactor *self) {
-    if (self->wrapped || self->job || self->running) return;
+    if (self->wrapped || self->job || self->running || self->searches) return;
     ck_compactor_free(self->ck);
     ckjs_host_free(env, self->host);
     ck_history_free(self->reuse.history);
@@ -382,7 +389,8 @@ static int integer_option(option_reader *r, const char *key, double min, double 
     return 0;
 }
 
-/* A threshold option: a fraction in (0, 1]. The core checks their order. */
+/* A threshold or the target: a fraction in (0, 1]. The core checks their order (and that the
+ * target is below soft). */
 static int fraction_option(option_reader *r, const char *key, double *out) {
     napi_value value;
     napi_valuetype type;
@@ -396,6 +404,31 @@ static int fraction_option(option_reader *r, const char *key, double *out) {
     NODE_API_CALL_BASE(r->env, napi_get_value_double(r->env, value, out), -1);
     if (!(*out > 0 && *out <= 1)) {
         ckjs_throw_range_error(r->env, "%s must be a fraction of the window in (0, 1]", r->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* options.backendTimeout, seconds: the core's default when absent, checked by the core. */
+static int timeout_option(option_reader *r, const char *key, double *out) {
+    napi_value value;
+    napi_valuetype type;
+    double v = 0;
+    if (read_option(r, key, &value, &type)) return -1;
+    if (type != napi_undefined) {
+        if (type != napi_number) {
+            ckjs_throw_type_error(r->env, "%s must be a number of seconds, not %s", r->name,
+                                  ckjs_type_name(r->env, value));
+            return -1;
+        }
+        NODE_API_CALL_BASE(r->env, napi_get_value_double(r->env, value, &v), -1);
+        /* 0 in the core's struct means "the default"; given here it is out of range, which
+         * NaN makes the core say. */
+        if (v == 0) v = NAN;
+    }
+    ck_error err;
+    if (ck_backend_timeout(v, out, &err) != CK_OK) {
+        ckjs_fail(r->env, err.code, &err);
         return -1;
     }
     return 0;
@@ -669,7 +702,9 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
         fraction_option(&r, "full", &o->full) || fraction_option(&r, "emergency", &o->emergency) ||
         integer_option(&r, "offloadThreshold", 1, MAX_SAFE, &o->offload_threshold) ||
         integer_option(&r, "toolOffloadThreshold", 1, MAX_SAFE, &o->tool_offload_threshold) ||
-        integer_option(&r, "summaryMaxTokens", 1, MAX_SAFE, &o->summary_max_tokens))
+        integer_option(&r, "summaryMaxTokens", 1, MAX_SAFE, &o->summary_max_tokens) ||
+        fraction_option(&r, "target", &o->target) ||
+        integer_option(&r, "keepTailTokens", 1, MAX_SAFE, &o->keep_tail_tokens))
         return -1;
     uint64_t keep_tail = 0;
     if (integer_option(&r, "keepTail", 1, 4294967295.0, &keep_tail)) return -1;
@@ -685,7 +720,7 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
     }
     if (string_option(&r, "sessionId", &st->session_id) ||
         string_option(&r, "storeDir", &st->store_dir) || retention_option(&r, st) ||
-        backend_option(&r, st))
+        backend_option(&r, st) || timeout_option(&r, "backendTimeout", &o->backend_timeout))
         return -1;
     o->session_id = st->session_id;
     o->store_dir = st->store_dir;
@@ -708,6 +743,7 @@ static napi_value compactor_construct(napi_env env, napi_callback_info info) {
     int rc = read_options(env, options, &o, &st) ? CKJS_THROWN : CK_OK;
     if (!rc) rc = ckjs_host_new(env, st.backend, st.counter, &host);
     if (!rc) {
+        ckjs_host_set_timeout(host, o.backend_timeout);
         /* The core calls the host's callbacks only during the calls that compactor methods
          * make (see host.c), never from ck_compactor_new. */
         o.backend = ckjs_host_backend(host);
@@ -769,7 +805,7 @@ static napi_value job_object(napi_env env, ckjs_job *job) {
 /* Ops: a method's work in the core, run at once or on a worker                               */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef enum op_kind { OP_BEGIN, OP_FINISH, OP_OFFLOAD, OP_READ, OP_SEARCH } op_kind;
+typedef enum op_kind { OP_BEGIN, OP_FINISH, OP_OFFLOAD, OP_READ, OP_SEARCH, OP_ANSWER } op_kind;
 
 /* One method's work in the core: the inputs it copied, and what the core gave back. Only the
  * main thread uses its napi fields; op_run uses the rest. */
@@ -790,12 +826,16 @@ typedef struct compactor_op {
     int use_model;
     char *ref, *pattern; /* read, search (ref NULL: the whole session) */
     size_t ref_len, offset, limit, max_hits;
+    int shared; /* a search without a backend: counted in `searches`, not `running` */
+    char *args; /* answer: the call's arguments as JSON text */
+    size_t args_len;
     /* Outputs. */
     int rc; /* a core status, or CKJS_THROWN: the token counter failed */
     ck_error err;
     ck_view *view; /* offload */
-    char *text;    /* read: the lines; search: the JSON text (ck_free) */
+    char *text;    /* read: the lines; search: the JSON text; answer: its text (ck_free) */
     size_t len;
+    int is_error; /* answer: the text says what was wrong with the call */
 } compactor_op;
 
 static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot);
@@ -858,6 +898,11 @@ static void op_run(compactor_op *op) {
             op->rc = ck_compactor_search_evidence(ck, op->ref, op->ref_len, op->pattern,
                                                   op->max_hits, &op->text, &op->len, &op->err);
             break;
+        case OP_ANSWER:
+            /* Fails only for want of memory; a bad call is answered in words. */
+            op->rc = ck_compactor_answer_read_evidence(ck, op->args, op->args_len, &op->text,
+                                                       &op->len, &op->is_error);
+            break;
     }
 }
 
@@ -883,6 +928,12 @@ static napi_value op_result(napi_env env, compactor_op *op, napi_value input) {
         }
         case OP_READ: return ckjs_string(env, op->text, op->len);
         case OP_SEARCH: return ckjs_json_parse(env, op->text, op->len, &result) ? NULL : result;
+        case OP_ANSWER:
+            NODE_API_CALL(env, napi_create_object(env, &result));
+            if (set_value(env, result, "text", ckjs_string(env, op->text, op->len)) ||
+                set_value(env, result, "isError", bool_value(env, op->is_error)))
+                return NULL;
+            return result;
     }
     return NULL;
 }
@@ -923,6 +974,7 @@ static void op_dispose(napi_env env, compactor_op *op, bool ok) {
     ck_free(op->text);
     free(op->ref);
     free(op->pattern);
+    free(op->args);
 }
 
 static void op_execute(napi_env env, void *data) {
@@ -938,7 +990,10 @@ static void op_execute(napi_env env, void *data) {
 static void op_complete(napi_env env, napi_status status, void *data) {
     compactor_op *op = data;
     ckjs_compactor *owner = op->owner;
-    owner->running = 0;
+    if (op->shared)
+        owner->searches--;
+    else
+        owner->running = 0;
     if (status != napi_ok) op->rc = status == napi_cancelled ? CK_ECANCELED : CK_EIO;
     napi_value input = NULL, value;
     if (op->input_ref && napi_get_reference_value(env, op->input_ref, &input) != napi_ok)
@@ -992,18 +1047,24 @@ static napi_value op_queue(napi_env env, compactor_op *tmpl, napi_value this_arg
         free(op);
         return NULL;
     }
-    op->owner->running = 1;
+    if (op->shared)
+        op->owner->searches++;
+    else
+        op->owner->running = 1;
     return promise;
 }
 
 /*
- * Runs an op from a method: with a backend on a worker, returning a Promise of the result;
- * otherwise at once, returning the result or throwing. `tmpl` is filled by the method and
- * always disposed; `input` is what finish and offload build their results from.
+ * Runs an op from a method: with a backend, and always for a search, on a worker, returning a
+ * Promise of the result; otherwise at once, returning the result or throwing. `tmpl` is
+ * filled by the method and always disposed; `input` is what finish and offload build their
+ * results from. A search may scan megabytes, so it never runs on the event loop.
  */
 static napi_value op_launch(napi_env env, compactor_op *tmpl, napi_value this_arg,
                             napi_value input) {
-    int threaded = ckjs_host_backend(tmpl->owner->host) != NULL;
+    int backend = ckjs_host_backend(tmpl->owner->host) != NULL;
+    int threaded = backend || tmpl->kind == OP_SEARCH;
+    tmpl->shared = !backend && tmpl->kind == OP_SEARCH;
     int rc = ckjs_host_call_start(env, tmpl->owner->host, threaded, &tmpl->call);
     if (rc) {
         op_dispose(env, tmpl, false);
@@ -1151,8 +1212,9 @@ static napi_value compactor_read_evidence(napi_env env, napi_callback_info info)
     return op_launch(env, &op, this_arg, NULL);
 }
 
-/* searchEvidence(ref | null, pattern, maxHits = 0) -> [{ref, line, text}] (a Promise with a
- * backend). */
+/* searchEvidence(ref | null, pattern, maxHits = 0) -> a Promise of [{ref, line, text}]: the
+ * search runs on the libuv pool. Without a backend the compactor stays usable meanwhile
+ * (see `searches`); with one it is busy (CK_EBUSY) until the search is done. */
 static napi_value compactor_search_evidence(napi_env env, napi_callback_info info) {
     napi_value argv[3], this_arg;
     if (ckjs_get_args(env, info, argv, 3, &this_arg)) return NULL;
@@ -1175,6 +1237,33 @@ static napi_value compactor_search_evidence(napi_env env, napi_callback_info inf
         free(op.ref);
         return NULL;
     }
+    return op_launch(env, &op, this_arg, NULL);
+}
+
+/* cancelBackend(): the operation running on a worker was aborted (compact()'s AbortSignal):
+ * it stops waiting for the backend, whose calls fail (fail-open) until the operation ends. */
+static napi_value compactor_cancel_backend(napi_env env, napi_callback_info info) {
+    napi_value this_arg;
+    if (ckjs_get_args(env, info, NULL, 0, &this_arg)) return NULL;
+    ckjs_compactor *self = unwrap_tagged(env, this_arg, &COMPACTOR_TAG, "Compactor");
+    if (!self) return NULL;
+    ckjs_host_cancel(self->host);
+    return undefined_value(env);
+}
+
+/* answerReadEvidence(args) -> {text, isError}: the core's answer to a model's read_evidence
+ * call whose arguments are the JSON text `args` ("" means {}): the lines read, the matches
+ * found, or what was wrong with the call (a Promise with a backend). */
+static napi_value compactor_answer_read_evidence(napi_env env, napi_callback_info info) {
+    napi_value argv[1], this_arg;
+    if (ckjs_get_args(env, info, argv, 1, &this_arg)) return NULL;
+    ckjs_compactor *self = idle_compactor(env, this_arg);
+    if (!self) return NULL;
+    compactor_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = OP_ANSWER;
+    op.owner = self;
+    if (get_string(env, argv[0], "args", 0, &op.args, &op.args_len)) return NULL;
     return op_launch(env, &op, this_arg, NULL);
 }
 
@@ -1286,9 +1375,13 @@ static napi_value compactor_options(napi_env env, napi_callback_info info) {
         set_value(env, obj, "toolOffloadThreshold",
                   number_value(env, (double)o.tool_offload_threshold)) ||
         set_value(env, obj, "summaryMaxTokens", number_value(env, (double)o.summary_max_tokens)) ||
+        set_value(env, obj, "target", number_value(env, o.target)) ||
+        set_value(env, obj, "keepTailTokens", number_value(env, (double)o.keep_tail_tokens)) ||
         set_value(env, obj, "estimator", cstring_value(env, ckjs_estimator_names[o.estimator])) ||
         set_value(env, obj, "format", cstring_value(env, ckjs_format_names[o.format])) ||
-        set_value(env, obj, "pinFirstUser", bool_value(env, !(o.flags & CK_OPT_NO_PIN_FIRST_USER))))
+        set_value(env, obj, "pinFirstUser",
+                  bool_value(env, !(o.flags & CK_OPT_NO_PIN_FIRST_USER))) ||
+        set_value(env, obj, "backendTimeout", number_value(env, o.backend_timeout)))
         return NULL;
     return o.n_retention && set_value(env, obj, "retention", retention_value(env, &o)) ? NULL : obj;
 }
@@ -1413,7 +1506,27 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     return job_result_object(env, job, messages);
 }
 
-/* The result object of finish() around its message list. */
+/* The repairs of a compaction as [{kind, index, toolCallId}], in message order; `index` is
+ * the message's index in the list given to begin. */
+static napi_value repairs_value(napi_env env, const ck_compaction *c) {
+    size_t n = 0;
+    const ck_repair *repairs = ck_compaction_repairs(c, &n);
+    napi_value list, item;
+    NODE_API_CALL(env, napi_create_array_with_length(env, n, &list));
+    for (size_t k = 0; k < n; k++) {
+        const char *kind = ck_repair_kind_name(repairs[k].kind);
+        NODE_API_CALL(env, napi_create_object(env, &item));
+        if (set_value(env, item, "kind", kind ? cstring_value(env, kind) : null_value(env)) ||
+            set_value(env, item, "index", number_value(env, (double)repairs[k].index)) ||
+            set_value(env, item, "toolCallId", ckjs_string(env, repairs[k].id, repairs[k].id_len)))
+            return NULL;
+        NODE_API_CALL(env, napi_set_element(env, list, (uint32_t)k, item));
+    }
+    return list;
+}
+
+/* The result object of finish() around its message list: {messages, tier, record (JSON text
+ * or null), tokensBefore, tokensAfter, ratioBefore, ratioAfter, repairs}. */
 static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value messages) {
     napi_value obj;
     size_t record_len = 0;
@@ -1426,7 +1539,10 @@ static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value mess
         set_value(env, obj, "tokensBefore",
                   number_value(env, (double)ck_compaction_tokens_before(job->c))) ||
         set_value(env, obj, "tokensAfter",
-                  number_value(env, (double)ck_compaction_tokens_after(job->c))))
+                  number_value(env, (double)ck_compaction_tokens_after(job->c))) ||
+        set_value(env, obj, "ratioBefore", number_value(env, ck_compaction_ratio_before(job->c))) ||
+        set_value(env, obj, "ratioAfter", number_value(env, ck_compaction_ratio_after(job->c))) ||
+        set_value(env, obj, "repairs", repairs_value(env, job->c)))
         return NULL;
     return obj;
 }
@@ -1495,6 +1611,8 @@ int ckjs_compactor_init(napi_env env, napi_value exports) {
         METHOD("offload", compactor_offload),
         METHOD("readEvidence", compactor_read_evidence),
         METHOD("searchEvidence", compactor_search_evidence),
+        METHOD("cancelBackend", compactor_cancel_backend),
+        METHOD("answerReadEvidence", compactor_answer_read_evidence),
         METHOD("observeUsage", compactor_observe_usage),
         METHOD("reset", compactor_reset),
         METHOD("close", compactor_close),

@@ -18,11 +18,16 @@
  * counter that fails answers UINT64_MAX (the core then estimates) while the call remembers
  * the error, so the method can fail with it once the core has returned.
  *
- * Only native Promises are waited for: their settlement callbacks run once, while the worker
- * is still waiting, so the request they answer is still alive. A Promise that never settles
- * keeps its worker (and the method's Promise) waiting, as any I/O of the backend would; but
- * when the main thread can no longer run JS (a Worker being terminated), the waiting worker
- * notices through a periodic probe and gives up, so that the termination can finish.
+ * Only native Promises are waited for, and for backendTimeout seconds at most (the core's
+ * ck_backend_timeout(), 10 s by default), or until the compaction's AbortSignal fires
+ * (ckjs_host_cancel()): then the worker stops waiting, the put or get fails like one that
+ * threw ("backend timed out"), and the backend is not called again during that call into the
+ * core, so a backend that never answers delays one operation by one timeout and leaves the
+ * compactor free afterwards. A request the worker stopped waiting for is "abandoned": it lives
+ * on the heap and holds its call, and whichever of its settlement callbacks runs later frees
+ * it (a Promise that never settles keeps those few bytes). When the main thread can no longer
+ * run JS (a Worker being terminated), the waiting worker notices through a periodic probe and
+ * gives up as well, so that the termination can finish.
  */
 #include <math.h>
 #include <stdio.h>
@@ -45,6 +50,7 @@ struct ckjs_host {
     napi_ref counter;            /* the token-counting function, or NULL */
     ck_evidence_backend backend; /* what the core calls; ctx is this struct */
     ckjs_host_call *active;      /* the call whose callbacks are being answered, or NULL */
+    double timeout;              /* seconds a put or get may take (backendTimeout) */
 };
 
 struct ckjs_host_call {
@@ -59,12 +65,16 @@ struct ckjs_host_call {
     int count_failed;       /* the counter failed once: it is not called again */
     napi_ref count_error;   /* what it threw (or the TypeError/RangeError for its answer) */
     napi_ref backend_error; /* what put or get threw or rejected with, last */
+    double timeout;         /* the host's, when the call started */
+    int cancelled;          /* the operation's AbortSignal fired: stop waiting for the backend */
+    int hung;               /* a put or get timed out: the backend is not called again */
+    size_t abandoned;       /* requests the worker stopped waiting for, not settled yet */
 };
 
 enum { REQ_COUNT, REQ_PUT, REQ_GET };
 
-/* One callback's request and its answer. It lives on the stack of the core's thread, which
- * waits for `done` before it returns. */
+/* One callback's request and its answer. It is made by the core's thread, which waits for
+ * `done` and frees it, unless it stopped waiting (`abandoned`): the main thread frees it then. */
 typedef struct host_request {
     ckjs_host_call *call;
     int kind;
@@ -78,6 +88,7 @@ typedef struct host_request {
     char *out;    /* get: the text (ck_malloc), or NULL for "nothing stored" */
     size_t out_len;
     uint64_t tokens; /* count: the answer, or UINT64_MAX */
+    int abandoned;   /* the worker stopped waiting (under call->lock): see answer() */
 } host_request;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -223,7 +234,15 @@ static void thrown_text(napi_env env, napi_value value, char *buf, size_t size) 
     }
 }
 
-/* Delivers the answer: the thread that asked may go on. */
+static void call_release(ckjs_host_call *call);
+
+static void request_free(host_request *req) {
+    ck_free(req->out);
+    free(req);
+}
+
+/* Delivers the answer: the thread that asked may go on. A request it stopped waiting for is
+ * freed instead, and lets go of its call (main thread). */
 static void answer(host_request *req) {
     ckjs_host_call *call = req->call;
     if (!call->tsfn) {
@@ -231,9 +250,26 @@ static void answer(host_request *req) {
         return;
     }
     uv_mutex_lock(&call->lock);
+    int abandoned = req->abandoned;
+    if (abandoned) call->abandoned--;
     req->done = 1;
     uv_cond_signal(&call->cond);
     uv_mutex_unlock(&call->lock);
+    if (!abandoned) return;
+    request_free(req);
+    call_release(call);
+}
+
+/* Whether nobody waits for `req` any more (then it is answered, which frees it): a request
+ * whose worker timed out before the main thread got to it is not served at all. */
+static int request_dropped(host_request *req) {
+    ckjs_host_call *call = req->call;
+    if (!call->tsfn) return 0;
+    uv_mutex_lock(&call->lock);
+    int abandoned = req->abandoned;
+    uv_mutex_unlock(&call->lock);
+    if (abandoned) answer(req);
+    return abandoned;
 }
 
 /* A put or get that threw, rejected, or gave a value of the wrong kind. */
@@ -247,7 +283,8 @@ static void answer_failure(napi_env env, host_request *req, const char *how, nap
     snprintf(req->why, sizeof req->why, "%s %s: %s", req->kind == REQ_PUT ? "put" : "get", how,
              text);
     req->rc = CK_EIO;
-    if (error && env) keep_value(env, &req->call->backend_error, error);
+    /* After the call ended nobody would take the error (nor delete the reference). */
+    if (error && env && !req->call->ended) keep_value(env, &req->call->backend_error, error);
     answer(req);
 }
 
@@ -369,6 +406,7 @@ static void serve_backend(napi_env env, host_request *req, napi_value receiver) 
 
 /* Answers a request on the main thread (or starts waiting for its Promise). */
 static void serve(napi_env env, host_request *req) {
+    if (request_dropped(req)) return;
     ckjs_host *host = req->call->host;
     napi_handle_scope scope;
     if (napi_open_handle_scope(env, &scope) != napi_ok) {
@@ -404,11 +442,18 @@ static void call_free(ckjs_host_call *call) {
     free(call);
 }
 
+/* Frees an ended call once nothing refers to it: no probe queued, no abandoned request (main
+ * thread; after the end, only the main thread touches the call). */
+static void call_release(ckjs_host_call *call) {
+    if (call->ended && !call->probing && !call->abandoned) call_free(call);
+}
+
 /* A probe from a waiting worker (main thread): can JS still run here? If not, the worker
- * stops waiting. A probe still queued when its call ended frees the call. */
+ * stops waiting. A probe still queued when its call ended lets go of the call. */
 static void probe(napi_env env, ckjs_host_call *call) {
     if (call->ended) {
-        call_free(call);
+        call->probing = 0;
+        call_release(call);
         return;
     }
     int alive = 0;
@@ -452,8 +497,11 @@ static void tsfn_call_js(napi_env env, napi_value js_cb, void *context, void *da
 /* ------------------------------------------------------------------------------------------ */
 
 /* Gets the answer to `req`: at once on the main thread, else through the threadsafe function,
- * waiting until the main thread has answered, or has been found unable to run JS. */
-static void ask(ckjs_host_call *call, host_request *req) {
+ * waiting until the main thread has answered, or has been found unable to run JS, or (for a
+ * put or get) the time limit passed or the operation was cancelled. Returns 1 when `req` was
+ * answered and is the caller's to free; 0 when it was given up (then the main thread frees
+ * it), with the reason in `why` and the outcome CK_EIO. */
+static int ask(ckjs_host_call *call, host_request *req, char *why, size_t why_size) {
     req->call = call;
     req->done = 0;
     req->rc = CK_OK;
@@ -461,23 +509,45 @@ static void ask(ckjs_host_call *call, host_request *req) {
     req->out = NULL;
     req->out_len = 0;
     req->tokens = UINT64_MAX;
+    req->abandoned = 0;
+    int backend = req->kind != REQ_COUNT;
+    const char *what = req->kind == REQ_PUT ? "put" : "get";
     if (!call->tsfn) {
         serve(call->env, req);
-        return;
+        return 1;
     }
-    /* Once stopped, nothing is posted: it could be served after this frame is gone. */
+    /* Once stopped, nothing is posted: it could be served after the call is gone. */
     uv_mutex_lock(&call->lock);
-    int stopped = call->stopped;
+    int stopped = call->stopped, hung = backend && call->hung;
+    int cancelled = backend && call->cancelled;
     uv_mutex_unlock(&call->lock);
+    if (hung || cancelled) {
+        snprintf(req->why, sizeof req->why,
+                 hung ? "%s: backend timed out earlier in this call; not called again"
+                      : "%s: the operation was aborted",
+                 what);
+        req->rc = CK_EIO;
+        return 1;
+    }
     if (stopped || napi_call_threadsafe_function(call->tsfn, req, napi_tsfn_blocking) != napi_ok) {
         snprintf(req->why, sizeof req->why, "the JS environment is shutting down");
         req->rc = CK_EIO;
-        return;
+        return 1;
     }
+    uint64_t limit = backend ? (uint64_t)(call->timeout * 1e9) : 0;
+    uint64_t deadline = limit ? uv_hrtime() + limit : 0;
+    int timed_out = 0;
     uv_mutex_lock(&call->lock);
-    while (!req->done && !call->stopped) {
-        if (uv_cond_timedwait(&call->cond, &call->lock, PROBE_NS) != UV_ETIMEDOUT || call->probing)
+    while (!req->done && !call->stopped && !(backend && call->cancelled)) {
+        uint64_t wait = PROBE_NS, now = deadline ? uv_hrtime() : 0;
+        if (deadline && now >= deadline) {
+            timed_out = 1;
+            break;
+        }
+        if (deadline && deadline - now < wait) wait = deadline - now;
+        if (uv_cond_timedwait(&call->cond, &call->lock, wait) != UV_ETIMEDOUT || call->probing)
             continue;
+        if (deadline && uv_hrtime() >= deadline) continue; /* time is up: no probe needed */
         call->probing = 1;
         uv_mutex_unlock(&call->lock);
         int posted = napi_call_threadsafe_function(call->tsfn, call, napi_tsfn_nonblocking);
@@ -487,52 +557,67 @@ static void ask(ckjs_host_call *call, host_request *req) {
             call->stopped = posted == napi_closing;
         }
     }
-    int given_up = !req->done;
-    uv_mutex_unlock(&call->lock);
-    if (given_up) {
-        /* Nothing settles the Promise any more (JS cannot run), so nothing touches `req`. */
-        snprintf(req->why, sizeof req->why, "the JS environment is shutting down");
-        req->rc = CK_EIO;
-        req->out = NULL;
-        req->tokens = UINT64_MAX;
+    int answered = req->done;
+    if (!answered && !backend) {
+        /* A count is only given up when JS cannot run: nothing touches `req` any more. */
+        snprintf(why, why_size, "the JS environment is shutting down");
+    } else if (!answered) {
+        /* The main thread may still serve the request or settle its Promise: it is left to
+         * the main thread, which frees it then (see answer()). */
+        req->abandoned = 1;
+        call->abandoned++;
+        if (timed_out) {
+            call->hung = 1;
+            snprintf(why, why_size, "%s: backend timed out after %g s (backendTimeout)", what,
+                     call->timeout);
+        } else if (!call->stopped) {
+            snprintf(why, why_size, "%s: the operation was aborted", what);
+        } else {
+            snprintf(why, why_size, "the JS environment is shutting down");
+        }
     }
+    uv_mutex_unlock(&call->lock);
+    return answered;
 }
 
-static int finish_backend_request(host_request *req, ck_error *err) {
-    if (req->rc != CK_OK && err) snprintf(err->where, sizeof err->where, "%s", req->why);
-    return req->rc;
+/* A put or get: a request on the heap (see host_request), asked; its outcome in err->where
+ * and *out. */
+static int backend_request(ckjs_host *host, int kind, const char *key, const char *data,
+                           size_t len, char **out, size_t *out_len, ck_error *err) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!host->active) {
+        if (err) snprintf(err->where, sizeof err->where, "no call in progress");
+        return CK_EIO;
+    }
+    host_request *req = malloc(sizeof *req);
+    if (!req) return CK_ENOMEM;
+    req->kind = kind;
+    req->key = key;
+    req->data = data;
+    req->len = len;
+    char why[sizeof req->why];
+    if (!ask(host->active, req, why, sizeof why)) {
+        if (err) snprintf(err->where, sizeof err->where, "%s", why);
+        return CK_EIO;
+    }
+    int rc = req->rc;
+    if (rc != CK_OK && err) snprintf(err->where, sizeof err->where, "%s", req->why);
+    if (out && rc == CK_OK) {
+        *out = req->out;
+        *out_len = req->out_len;
+        req->out = NULL;
+    }
+    request_free(req);
+    return rc;
 }
 
 static int host_put(void *ctx, const char *key, const char *data, size_t len, ck_error *err) {
-    ckjs_host *host = ctx;
-    host_request req;
-    req.kind = REQ_PUT;
-    req.key = key;
-    req.data = data;
-    req.len = len;
-    if (!host->active) {
-        if (err) snprintf(err->where, sizeof err->where, "no call in progress");
-        return CK_EIO;
-    }
-    ask(host->active, &req);
-    return finish_backend_request(&req, err);
+    return backend_request(ctx, REQ_PUT, key, data, len, NULL, NULL, err);
 }
 
 static int host_get(void *ctx, const char *key, char **out, size_t *out_len, ck_error *err) {
-    ckjs_host *host = ctx;
-    host_request req;
-    req.kind = REQ_GET;
-    req.key = key;
-    req.data = NULL;
-    req.len = 0;
-    if (!host->active) {
-        if (err) snprintf(err->where, sizeof err->where, "no call in progress");
-        return CK_EIO;
-    }
-    ask(host->active, &req);
-    *out = req.out;
-    *out_len = req.out_len;
-    return finish_backend_request(&req, err);
+    return backend_request(ctx, REQ_GET, key, NULL, 0, out, out_len, err);
 }
 
 static uint64_t host_count(void *ctx, const char *text, size_t len) {
@@ -545,7 +630,8 @@ static uint64_t host_count(void *ctx, const char *text, size_t len) {
     req.key = NULL;
     req.data = text;
     req.len = len;
-    ask(call, &req);
+    char why[sizeof req.why];
+    if (!ask(call, &req, why, sizeof why)) return UINT64_MAX;
     return req.tokens;
 }
 
@@ -560,6 +646,7 @@ int ckjs_host_call_start(napi_env env, ckjs_host *host, int threaded, ckjs_host_
     if (!call) return CK_ENOMEM;
     call->host = host;
     call->env = env;
+    call->timeout = host->timeout;
     if (threaded) {
         napi_value name;
         if (uv_mutex_init(&call->lock) != 0) {
@@ -588,6 +675,19 @@ int ckjs_host_call_start(napi_env env, ckjs_host *host, int threaded, ckjs_host_
 
 int ckjs_host_call_count_failed(const ckjs_host_call *call) { return call && call->count_failed; }
 
+void ckjs_host_set_timeout(ckjs_host *host, double seconds) {
+    if (host) host->timeout = seconds;
+}
+
+void ckjs_host_cancel(ckjs_host *host) {
+    ckjs_host_call *call = host ? host->active : NULL;
+    if (!call || !call->tsfn) return;
+    uv_mutex_lock(&call->lock);
+    call->cancelled = 1;
+    uv_cond_broadcast(&call->cond);
+    uv_mutex_unlock(&call->lock);
+}
+
 /* The value behind *ref (NULL when none), with the reference deleted. */
 static napi_value take_ref(napi_env env, napi_ref *ref) {
     napi_value value = NULL;
@@ -611,10 +711,8 @@ void ckjs_host_call_end(napi_env env, ckjs_host_call *call, napi_value *count_er
         if (call->tsfn &&
             napi_release_threadsafe_function(call->tsfn, napi_tsfn_release) != napi_ok)
             call->probing = 0;
-        if (call->probing)
-            call->ended = 1;
-        else
-            call_free(call);
+        call->ended = 1;
+        call_release(call);
     }
     if (count_error) *count_error = counted;
     if (backend_error) *backend_error = backend;

@@ -45,6 +45,7 @@ typedef struct ckjs_http {
     double next_id;         /* ids are never reused, so a late cancel() cannot hit a new call */
     uint64_t usage_prompt, usage_completion;
     int has_usage; /* a call has succeeded */
+    int reasoning; /* requests send max_completion_tokens and no temperature */
     int closed;    /* close() was called */
     int wrapped;   /* the JS object's finalizer has not run yet */
 } ckjs_http;
@@ -242,6 +243,7 @@ static const char *option_name(const char *where) {
         {"base_url", "options.baseUrl"}, {"model", "options.model"},
         {"api", "options.api"},          {"timeout", "options.timeout"},
         {"backoff", "options.backoff"},  {"connect_timeout", "options.timeout"},
+        {"extra_body", "options.extraBody"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(where, names[i][0]) == 0) return names[i][1];
@@ -393,6 +395,24 @@ static int read_http_options(napi_env env, napi_value obj, ck_http_options *o, c
     o->max_retries = retries == 0 ? -1 : (int)retries;
     if (read_headers(env, obj, headers)) return -1;
     o->headers = (const char *const *)*headers;
+    /* reasoningModel: true, false, or absent/null for the core's choice by the model name. */
+    NODE_API_CALL_BASE(env, napi_get_named_property(env, obj, "reasoningModel", &value), -1);
+    if (type_of(env, value, &type)) return -1;
+    if (type != napi_undefined && type != napi_boolean) {
+        ckjs_throw_type_error(env, "options.reasoningModel must be a boolean or null, not %s",
+                              ckjs_type_name(env, value));
+        return -1;
+    }
+    bool yes = false;
+    if (type == napi_boolean) NODE_API_CALL_BASE(env, napi_get_value_bool(env, value, &yes), -1);
+    o->reasoning_model = type == napi_undefined ? 0 : yes ? 1 : -1;
+    /* extraBody arrives as JSON text (index.js stringifies it); the core checks it. */
+    NODE_API_CALL_BASE(env, napi_get_named_property(env, obj, "extraBody", &value), -1);
+    if (type_of(env, value, &type)) return -1;
+    if (type != napi_undefined) {
+        if (c_string(env, value, "options.extraBody", &strings[3])) return -1;
+        o->extra_body = strings[3];
+    }
     return 0;
 }
 
@@ -401,16 +421,18 @@ static napi_value http_construct(napi_env env, napi_callback_info info) {
     if (ckjs_construct_args(env, info, "HttpSummarizer", &this_arg, &options)) return NULL;
     ck_http_options o;
     memset(&o, 0, sizeof o);
-    char *strings[3] = {NULL, NULL, NULL}, **headers = NULL;
+    char *strings[4] = {NULL, NULL, NULL, NULL}, **headers = NULL;
     int failed = read_http_options(env, options, &o, strings, &headers);
     ck_error err;
     memset(&err, 0, sizeof err);
     ck_http_summarizer *ck = failed ? NULL : ck_http_summarizer_new(&o, &err);
+    /* What the core chose, for the reasoningModel getter; o's strings are freed next. */
+    int reasoning = !failed && o.api == CK_HTTP_OPENAI &&
+                    (o.reasoning_model > 0 ||
+                     (o.reasoning_model == 0 && ck_http_reasoning_model(o.model)));
     for (size_t i = 0; headers && headers[i]; i++) free(headers[i]);
     free(headers);
-    free(strings[0]);
-    free(strings[1]);
-    free(strings[2]);
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) free(strings[i]);
     if (failed) return NULL;
     if (!ck) {
         if (err.where[0]) {
@@ -427,6 +449,7 @@ static napi_value http_construct(napi_env env, napi_callback_info info) {
     }
     self->ck = ck;
     self->next_id = 1;
+    self->reasoning = reasoning;
     if (napi_wrap(env, this_arg, self, http_finalize, NULL, NULL) != napi_ok) {
         ckjs_throw_last_error(env, "napi_wrap");
         ck_http_summarizer_free(ck);
@@ -698,6 +721,37 @@ static napi_value http_last_usage(napi_env env, napi_callback_info info) {
     return obj;
 }
 
+/* reasoningModel: whether requests send max_completion_tokens and no temperature. */
+static napi_value http_reasoning_model(napi_env env, napi_callback_info info) {
+    napi_value this_arg;
+    if (ckjs_get_args(env, info, NULL, 0, &this_arg)) return NULL;
+    ckjs_http *self = unwrap_http(env, this_arg);
+    return self ? bool_value(env, self->reasoning) : NULL;
+}
+
+/* usagePromptTokens(json) -> number: the whole prompt's tokens of a provider's usage object
+ * given as JSON text (ck_usage_prompt_tokens(); the shapes are the core's). Throws the core's
+ * CK_EINVAL naming the field, or CK_ESYNTAX. */
+static napi_value usage_prompt_tokens(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    if (ckjs_get_args(env, info, argv, 1, NULL)) return NULL;
+    napi_valuetype type;
+    if (type_of(env, argv[0], &type)) return NULL;
+    if (type != napi_string)
+        return ckjs_throw_type_error(env, "usage must be a string of JSON, not %s",
+                                     argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+    char *text = NULL;
+    size_t len = 0;
+    int rc = ckjs_dup_string(env, argv[0], &text, &len);
+    if (rc) return ckjs_fail(env, rc, NULL);
+    uint64_t tokens = 0;
+    ck_error err;
+    rc = ck_usage_prompt_tokens(text, len, &tokens, &err);
+    free(text);
+    if (rc != CK_OK) return ckjs_fail(env, rc, &err);
+    return number_value(env, (double)tokens);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Module setup                                                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -710,11 +764,16 @@ int ckjs_http_init(napi_env env, napi_value exports) {
         METHOD("start", http_start),         METHOD("cancel", http_cancel),
         METHOD("close", http_close),         GETTER("closed", http_closed),
         GETTER("pending", http_pending),     GETTER("lastUsage", http_last_usage),
+        GETTER("reasoningModel", http_reasoning_model),
     };
     napi_value cls;
     NODE_API_CALL_RC(env, napi_define_class(env, "HttpSummarizer", NAPI_AUTO_LENGTH,
                                             http_construct, NULL, sizeof props / sizeof props[0],
                                             props, &cls));
     NODE_API_CALL_RC(env, napi_set_named_property(env, exports, "HttpSummarizer", cls));
+    napi_value fn;
+    NODE_API_CALL_RC(env, napi_create_function(env, "usagePromptTokens", NAPI_AUTO_LENGTH,
+                                               usage_prompt_tokens, NULL, &fn));
+    NODE_API_CALL_RC(env, napi_set_named_property(env, exports, "usagePromptTokens", fn));
     return CK_OK;
 }

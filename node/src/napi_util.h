@@ -244,6 +244,15 @@ int ckjs_host_call_start(napi_env env, ckjs_host *host, int threaded, ckjs_host_
  * returned, or on the main thread after the work completed. */
 int ckjs_host_call_count_failed(const ckjs_host_call *call);
 
+/* Sets how long a put or get may take, in seconds (the value ck_backend_timeout() gave), for
+ * the calls started from now on. NULL is a no-op. */
+void ckjs_host_set_timeout(ckjs_host *host, double seconds);
+
+/* Main thread: the operation in progress was aborted (its AbortSignal fired). The worker stops
+ * waiting for the backend, whose pending and later calls in this call fail at once. A no-op
+ * when no call runs on a worker. */
+void ckjs_host_cancel(ckjs_host *host);
+
 /*
  * Ends a call (main thread) and frees it. *count_error is what the counter threw, or the
  * TypeError/RangeError made for a bad answer (NULL when it did not fail): the operation fails
@@ -268,5 +277,13 @@ int ckjs_call_counter(napi_env env, napi_value fn, const char *text, size_t len,
 /* Defines `HttpSummarizer` (the built-in HTTP summarizer, whose transfers run on the libuv
  * thread pool) on `exports`. Returns CK_OK or CKJS_THROWN. */
 int ckjs_http_init(napi_env env, napi_value exports);
+
+/* ------------------------------------------------------------------------------------------ */
+/* replay.c - replay() and cliMain()                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Defines `replay` (the core's ck_replay_run) and `cliMain` (ck_cli_main) on `exports`.
+ * Returns CK_OK or CKJS_THROWN. */
+int ckjs_replay_init(napi_env env, napi_value exports);
 
 #endif /* CKJS_NAPI_UTIL_H_ */

@@ -14,22 +14,30 @@ The functions here are thin names for the C core in ``ctxkeel._ext``:
   ``compact(messages)`` / ``await acompact(messages)`` before every model call return a
   ``CompactionResult`` whose ``messages`` are what to send; ``offload``, ``read_evidence``
   and ``search_evidence`` (and their ``a``-prefixed async forms) work with the evidence
-  store, which may be the host's own (``backend=``, sync or async ``put``/``get``);
+  store (offloaded outputs and the archive of every folded span), which may be the host's own (``backend=``, sync or async ``put``/``get``);
   ``retention=`` says per tool what an offloaded output's placeholder keeps, and
   ``estimator=fn`` counts tokens with the host's own tokenizer;
-- ``read_evidence_tool(format="openai")`` is the tool definition that lets the model read
-  offloaded outputs back (answer its calls with ``Compactor.handle_read_evidence``);
+- ``read_evidence_tool(format="openai")`` is the core's tool definition that lets the model
+  read offloaded outputs and folded history back by ``ref`` or find them by ``pattern``
+  (answer its calls with ``Compactor.handle_read_evidence``);
 - ``HttpSummarizer(base_url, model, *, api="openai", ...)`` is the built-in summarizer that
   asks a model over HTTP (OpenAI-compatible or Anthropic endpoints) to write the checkpoint;
-  pass it as ``summarize=`` to ``compact`` or ``acompact``.
+  pass it as ``summarize=`` to ``compact`` or ``acompact``;
+- ``replay(messages, context_window, **compactor_options)`` feeds a recorded transcript to a
+  new Compactor as an agent loop would and returns a ``Replay``: one row per model call,
+  ``to_svg()``, and a chart in a notebook. ``python -m ctxkeel`` (or the ``ctxkeel`` command)
+  is the command line.
 
 Errors: ``Error`` is the base class; bad input raises ``InputError``, which is also a
-``ValueError`` and names the message index and field.
+``ValueError`` and names the message index and field; ``ContextOverflowError`` says that the
+pinned messages and tool schemas alone do not fit the window (code "CK_EOVERFLOW").
 """
 
 from ._compactor import CompactionResult, Compactor
+from ._replay import Replay, replay
 from ._ext import (
     STATUS_CODES,
+    ContextOverflowError,
     Error,
     HttpSummarizer,
     InputError,
@@ -46,9 +54,11 @@ __all__ = [
     "STATUS_CODES",
     "CompactionResult",
     "Compactor",
+    "ContextOverflowError",
     "Error",
     "HttpSummarizer",
     "InputError",
+    "Replay",
     "__version__",
     "check_pairs",
     "estimate_tokens",
@@ -56,4 +66,5 @@ __all__ = [
     "parse_anchors",
     "read_evidence_tool",
     "repair_pairs",
+    "replay",
 ]

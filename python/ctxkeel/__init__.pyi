@@ -6,6 +6,7 @@ from typing import (
     Dict,
     List,
     Literal,
+    Mapping,
     Optional,
     Protocol,
     Sequence,
@@ -24,7 +25,7 @@ STATUS_CODES: Dict[str, Tuple[int, str]]
 
 Message = Dict[str, Any]
 Format = Literal["auto", "openai", "anthropic"]
-EstimatorName = Literal["default", "chars4", "cl100k"]
+EstimatorName = Literal["default", "chars4", "cl100k", "o200k"]
 # A host counter: the number of tokens in a string, from the host's own tokenizer.
 TokenCounter = Callable[[str], int]
 Estimator = Union[EstimatorName, TokenCounter]
@@ -42,6 +43,10 @@ class Error(Exception):
 
 class InputError(Error, ValueError):
     """The input is wrong; the message names the message index and field."""
+
+class ContextOverflowError(Error):
+    """The pinned messages and the tool schemas alone (with a bare checkpoint) exceed the
+    window (code "CK_EOVERFLOW"); the message says how many tokens they need."""
 
 class PairIssue(TypedDict):
     kind: Literal[
@@ -107,6 +112,31 @@ class Covered(TypedDict):
     count: int
     fingerprint: str
 
+RepairKind = Literal[
+    "orphan_dropped",
+    "duplicate_dropped",
+    "misplaced_dropped",
+    "stub_added",
+    "call_dropped",
+    "result_moved",
+    "kept_as_text",
+]
+
+class Repair(TypedDict):
+    """One change the tool-call pairing repair made."""
+
+    kind: RepairKind
+    index: int  # the message in the list given to compact()
+    tool_call_id: str
+
+class Archive(TypedDict):
+    """The evidence object that holds a folded span (messages [first, end))."""
+
+    ref: str  # "history:<first>-<end>", readable with read_evidence
+    path: str
+    first: int
+    end: int
+
 class CompactionRecord(TypedDict, total=False):
     """One line of <store_dir>/compactions/<session_id>.jsonl (DESIGN section 8)."""
 
@@ -116,19 +146,26 @@ class CompactionRecord(TypedDict, total=False):
     tier: Tier
     tokens_before: int
     tokens_after: int
+    ratio_before: float
+    ratio_after: float
+    window: int
     msgs_before: int
     msgs_after: int
     summarized: int
     preserved_tail: int
     offloaded: List[Offloaded]
+    repairs: List[Repair]
+    archive: Archive  # only when a span was folded
     anchors: Dict[str, Optional[str]]
     checkpoint: Optional[str]
     covered: Optional[Covered]
     duration_ms: float
-    error: Optional[str]
+    error: Optional[str]  # what went wrong, or None
+    notes: List[str]  # routine decisions (escalations, folded tail messages, a fresh start)
     fallback: Optional[str]
-    estimator: EstimatorName
-    state: Dict[str, Any]
+    estimator: Union[EstimatorName, Literal["host"]]
+    state: Dict[str, Any]  # "kind": "snapshot" or "delta"
+    mac: str  # HMAC tag under the store's key
 
 class RetentionPolicy(TypedDict, total=False):
     """What the placeholder of an offloaded output keeps, for the tools a pattern matches.
@@ -150,10 +187,14 @@ class EvidenceBackend(Protocol):
     def put(self, key: str, text: str, /) -> Union[None, Awaitable[None]]: ...
     def get(self, key: str, /) -> Union[Optional[str], Awaitable[Optional[str]]]: ...
 
-class EvidenceHit(TypedDict):
+class _EvidenceHit(TypedDict):
     ref: str
-    line: int
+    line: int  # counted from 0: the read_evidence offset of the line
     text: str
+
+class EvidenceHit(_EvidenceHit, total=False):
+    # Only on the last entry of a search cut short at its work limit (ref "", line 0).
+    cut: bool
 
 class CompactionResult:
     """What Compactor.compact returns."""
@@ -163,6 +204,9 @@ class CompactionResult:
     record: Optional[CompactionRecord]
     tokens_before: int
     tokens_after: int
+    ratio_before: float
+    ratio_after: float
+    repairs: List[Repair]
     def __init__(
         self,
         messages: List[Message],
@@ -170,7 +214,11 @@ class CompactionResult:
         record: Optional[CompactionRecord],
         tokens_before: int,
         tokens_after: int,
+        ratio_before: float = 0.0,
+        ratio_after: float = 0.0,
+        repairs: Sequence[Repair] = (),
     ) -> None: ...
+    def _repr_html_(self) -> str: ...
 
 class Compactor:
     """One agent session's compactor: call compact() before every model call."""
@@ -194,8 +242,11 @@ class Compactor:
         format: Format = "auto",
         pin_first_user: bool = True,
         on_compaction: Optional[Callable[[CompactionRecord], Any]] = None,
+        target: Optional[float] = None,  # None: 0.50
+        keep_tail_tokens: Optional[int] = None,  # None: context_window / 4
         retention: Optional[Retention] = None,
         backend: Optional[EvidenceBackend] = None,
+        backend_timeout: float = 10.0,
     ) -> None: ...
     def compact(
         self,
@@ -226,7 +277,7 @@ class Compactor:
         self, ref: Union[str, "os.PathLike[str]", None], pattern: str
     ) -> List[EvidenceHit]: ...
     def handle_read_evidence(self, call: Dict[str, Any]) -> Dict[str, Any]: ...
-    def observe_usage(self, prompt_tokens: int) -> None: ...
+    def observe_usage(self, usage: Union[int, Mapping[str, Any], object]) -> None: ...
     def reset(self) -> None: ...
     @property
     def session_id(self) -> str: ...
@@ -251,9 +302,10 @@ class HttpSummarizer:
     """The built-in summarizer: asks a model over HTTP to write the checkpoint.
 
     Usable as summarize= in Compactor.compact and acompact. Calling it returns the reply
-    text or raises Error with .code "CK_ESUMMARY", "CK_ETIMEDOUT", "CK_EIO" or
-    "CK_ECANCELED". The API key is read from the environment variable api_key_env at each
-    call and never stored. One object may serve several threads at once.
+    text or raises Error with .code "CK_ESUMMARY", "CK_ETIMEDOUT", "CK_EIO", "CK_EINVAL"
+    (an API key with a line break, never sent) or "CK_ECANCELED". The API key is read from
+    the environment variable api_key_env at each call and never stored. timeout bounds the
+    whole call, retries included. One object may serve several threads at once.
     """
 
     def __init__(
@@ -267,6 +319,8 @@ class HttpSummarizer:
         max_retries: int = 3,
         headers: Optional[Dict[str, str]] = None,
         backoff: float = 0.5,
+        reasoning_model: Optional[bool] = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
     ) -> None: ...
     def __call__(self, request: Union[SummaryRequest, HttpRequest]) -> str: ...
     # For ctxkeel.Compactor: the same call, aborted when `cancel` is cancelled.
@@ -290,4 +344,77 @@ class HttpSummarizer:
     @property
     def header_names(self) -> Tuple[str, ...]: ...
     @property
+    def reasoning_model(self) -> bool: ...
+    @property
     def last_usage(self) -> Optional[Tuple[int, int]]: ...
+
+class ReplayRow(TypedDict):
+    """One model call of a replay (see ck_replay_row in ctxkeel.h)."""
+
+    call: int
+    messages: int
+    view_messages: int
+    history_tokens: int  # the whole history: what would be sent without ctxkeel
+    tokens_before: int
+    tokens_after: int  # the view sent
+    ratio_before: float
+    ratio_after: float
+    tier: Tier
+    compaction: int  # its number, 0 when the view needed no change
+    summarized: int
+    offloaded: int
+    summary_calls: int
+    summary_tokens: int
+    fallback: bool
+    action: str
+    checkpoint: Optional[str]
+    placeholder: Optional[str]
+    record: Optional[CompactionRecord]
+
+class ReplayTotals(TypedDict):
+    calls: int
+    per_tier: Dict[Tier, int]
+    compactions: int
+    summary_calls: int
+    summary_tokens: int
+    offloaded: int
+    tokens_sent: int
+    tokens_without: int
+    peak_ratio: float
+    peak_ratio_without: float
+    over_window_without: int
+    first_over_without: int
+
+class Replay:
+    """What replay() returns: one row per model call, totals, the chart."""
+
+    rows: List[ReplayRow]
+    totals: ReplayTotals
+    context_window: int
+    session_id: str
+    def __len__(self) -> int: ...
+    def to_svg(self) -> str: ...
+    def _repr_html_(self) -> str: ...
+
+def replay(
+    messages: Union[List[Message], Dict[str, Any], str],
+    context_window: int,
+    *,
+    summarize: Optional[HttpSummarizer] = None,
+    title: Optional[str] = None,
+    session_id: Optional[str] = None,
+    store_dir: Union[str, "os.PathLike[str]"] = ".ctxkeel",
+    warn: float = 0.60,
+    soft: float = 0.70,
+    full: float = 0.80,
+    emergency: float = 0.95,
+    keep_tail: int = 6,
+    offload_threshold: int = 4000,
+    tool_offload_threshold: int = 10000,
+    summary_max_tokens: Optional[int] = None,
+    estimator: Estimator = "default",
+    format: Format = "auto",
+    pin_first_user: bool = True,
+    retention: Optional[Retention] = None,
+    backend: Optional[EvidenceBackend] = None,
+) -> Replay: ...

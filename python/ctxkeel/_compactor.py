@@ -12,7 +12,8 @@ out of time or cancelling ``acompact`` stops its transfer rather than leaving it
 Nothing a summarizer or ``on_compaction`` does can break the agent: an exception, a hang, a
 reply that is not a str, an empty or unusable reply all end in a result built by the
 extractive summarizer, and the record's ``fallback`` says why. What does raise: bad input
-(``InputError``), wrong argument types (``TypeError``), concurrent use of one Compactor
+(``InputError``), pinned messages and tool schemas that alone exceed the window
+(``ContextOverflowError``), wrong argument types (``TypeError``), concurrent use of one Compactor
 (``Error`` CK_EBUSY), a host token counter (``estimator=fn``) that fails and, in ``acompact``,
 the cancellation of the calling task.
 
@@ -20,6 +21,9 @@ A host evidence backend (``backend=``) is called by the core from inside its cal
 methods may be coroutine functions: ``_Awaiter`` runs what they return, on the caller's loop
 when the core call runs in a worker thread of ``acompact`` (or ``aoffload``...), else on a
 private loop in a helper thread, so that the sync methods work even inside a running loop.
+It waits at most ``backend_timeout`` seconds, then cancels the coroutine and raises
+TimeoutError, which the core takes as a storage failure (fail-open): a backend that never
+answers cannot keep ``compact()`` from returning, nor leave the Compactor busy.
 """
 
 import asyncio
@@ -44,25 +48,48 @@ _ABORT_GRACE = 1.0
 class CompactionResult:
     """What ``Compactor.compact`` returns.
 
-    ``messages``: the list to send (unchanged messages are the caller's own objects);
+    ``messages``: the list to send (unchanged messages are the caller's own objects; a
+    message the compaction changed, such as the newest one with its output turned into a
+    placeholder, is a new dict);
     ``tier``: "none", "warn", "soft", "full" or "emergency";
-    ``record``: the audit record as a dict, or None when the view needed no change;
-    ``tokens_before`` / ``tokens_after``: the estimates of the view before and after,
-    tool schemas included.
+    ``record``: the audit record as a dict (DESIGN section 8: with ``notes``, ``error``,
+    ``ratio_before`` / ``ratio_after``, ``window``, ``repairs``, ``archive``, ``state`` and
+    ``mac``), or None when no record was written;
+    ``tokens_before`` / ``tokens_after``: the raw estimates of the view before and after,
+    tool schemas included;
+    ``ratio_before`` / ``ratio_after``: the view before and after as a fraction of the
+    window, tool schemas included and the usage factor applied (the figures the tiers are
+    chosen on);
+    ``repairs``: every change the tool-call pairing repair made, as a list of
+    ``{"kind", "index", "tool_call_id"}`` (kind: "orphan_dropped", "duplicate_dropped",
+    "misplaced_dropped", "stub_added", "call_dropped", "result_moved" or "kept_as_text";
+    index: the message in the list given to compact), also at tier "none".
     """
 
-    __slots__ = ("messages", "tier", "record", "tokens_before", "tokens_after")
+    __slots__ = ("messages", "tier", "record", "tokens_before", "tokens_after",
+                 "ratio_before", "ratio_after", "repairs")
 
-    def __init__(self, messages, tier, record, tokens_before, tokens_after):
+    def __init__(self, messages, tier, record, tokens_before, tokens_after,
+                 ratio_before=0.0, ratio_after=0.0, repairs=()):
         self.messages = messages
         self.tier = tier
         self.record = record
         self.tokens_before = tokens_before
         self.tokens_after = tokens_after
+        self.ratio_before = ratio_before
+        self.ratio_after = ratio_after
+        self.repairs = list(repairs)
 
     def __repr__(self):
-        return "CompactionResult(tier=%r, messages=%d, tokens_before=%d, tokens_after=%d)" % (
-            self.tier, len(self.messages), self.tokens_before, self.tokens_after)
+        return ("CompactionResult(tier=%r, messages=%d, tokens_before=%d, tokens_after=%d, "
+                "ratio_after=%.3f, repairs=%d)" % (
+                    self.tier, len(self.messages), self.tokens_before, self.tokens_after,
+                    self.ratio_after, len(self.repairs)))
+
+    def _repr_html_(self):
+        from ._replay import compaction_html  # a notebook's view; _replay imports this module
+
+        return compaction_html(self)
 
 
 class Compactor:
@@ -73,8 +100,15 @@ class Compactor:
     view is derived from it anew each time.
 
     ``context_window`` is the model's window in tokens. ``warn``, ``soft``, ``full`` and
-    ``emergency`` are the tier thresholds as fractions of it. ``keep_tail`` messages at the
-    end are always kept verbatim. Tool outputs above ``offload_threshold`` bytes are moved to
+    ``emergency`` are the tier thresholds as fractions of it; a compaction brings the view
+    down to ``target`` (None: the core's 0.50; it must be below ``soft``). After any
+    compaction the view is at most ``soft`` x window, and no view is ever above the window:
+    when the newest turn is too large its largest outputs become placeholders and over-long
+    texts are shown as head and tail. Only when the pinned messages and the tool schemas
+    alone do not fit does ``compact`` raise ``ContextOverflowError``. The verbatim tail is
+    the newest turns within ``keep_tail`` messages and ``keep_tail_tokens`` tokens (None:
+    the core's window / 4), never less than the newest turn. Tool outputs above
+    ``offload_threshold`` bytes are moved to
     the evidence store at compaction (warn and above), and above ``tool_offload_threshold``
     by ``offload()``. ``summary_max_tokens`` bounds the checkpoint (None: window / 20 within
     [256, 8192]). ``summarize_timeout`` (seconds, None for no limit) bounds a summarizer call.
@@ -82,7 +116,7 @@ class Compactor:
     session resumes where it stopped. ``on_compaction(record)`` is called after each
     compaction that wrote a record; an exception in it becomes a RuntimeWarning.
 
-    ``estimator`` is "default", "cl100k", "chars4" or the host's own counter, a function
+    ``estimator`` is "default", "o200k", "cl100k", "chars4" or the host's own counter, a function
     ``fn(text) -> int``: every estimate then comes from it (each message is counted once as
     its strings joined, plus the per-message overhead, and the count is cached by content).
     If it raises or returns something other than an int >= 0, ``compact`` raises that error
@@ -108,6 +142,11 @@ class Compactor:
     methods run a coroutine on a private event loop in a helper thread; ``acompact``,
     ``aoffload``, ``aread_evidence`` and ``asearch_evidence`` run the core in a worker thread
     and the coroutine on the caller's loop, which keeps running meanwhile.
+    ``backend_timeout`` (seconds, default 10, at most 86400) bounds each call of a coroutine
+    method: one that has not answered by then is cancelled and fails like a raising one, with
+    "backend timed out" in the record, and the backend is not called again during that
+    compaction (or read, or search). A plain method is called in the caller's thread and
+    cannot be interrupted.
 
     One compaction at a time: a second call while one runs (from another thread, or another
     task while ``acompact`` awaits its summarizer) raises ``Error`` with code "CK_EBUSY".
@@ -119,7 +158,8 @@ class Compactor:
                  soft=0.70, full=0.80, emergency=0.95, keep_tail=6, offload_threshold=4000,
                  tool_offload_threshold=10000, summary_max_tokens=None, summarize_timeout=60.0,
                  estimator="default", format="auto", pin_first_user=True, on_compaction=None,
-                 retention=None, backend=None):
+                 target=None, keep_tail_tokens=None, retention=None, backend=None,
+                 backend_timeout=_ext.BACKEND_TIMEOUT):
         self._timeout = _check_timeout(summarize_timeout)
         if on_compaction is not None and not callable(on_compaction):
             raise TypeError("ctxkeel: on_compaction must be callable or None, not %s"
@@ -131,7 +171,8 @@ class Compactor:
             offload_threshold=offload_threshold, tool_offload_threshold=tool_offload_threshold,
             summary_max_tokens=summary_max_tokens, estimator=estimator, format=format,
             pin_first_user=pin_first_user, retention=retention, backend=backend,
-            awaiter=awaiter)
+            backend_timeout=backend_timeout, awaiter=awaiter, target=target,
+            keep_tail_tokens=keep_tail_tokens)
         self._estimator = estimator
         self._on_compaction = on_compaction
         # With host code in the core's calls, acompact runs those calls in a worker thread.
@@ -195,13 +236,13 @@ class Compactor:
             job.close()
         return self._result(out)
 
-    async def _off_loop(self, fn, *args, abandon=None):
+    async def _off_loop(self, fn, *args, abandon=None, thread=False):
         """``fn(*args)``, a step that calls into the core: here when no host code runs in
-        the core's calls, else in a worker thread, in which ``_Awaiter`` runs a backend's
-        awaitables on this loop. If the caller is cancelled, the awaitables in flight are
-        cancelled and the step is left to end by itself; ``abandon(result)`` then disposes
-        of its result."""
-        if not self._host:
+        the core's calls (and not ``thread``), else in a worker thread, in which ``_Awaiter``
+        runs a backend's awaitables on this loop. If the caller is cancelled, the awaitables
+        in flight are cancelled and the step is left to end by itself; ``abandon(result)``
+        then disposes of its result."""
+        if not self._host and not thread:
             return fn(*args)
         loop = asyncio.get_running_loop()
         calls = _LoopCalls(loop)
@@ -241,7 +282,7 @@ class Compactor:
         return request
 
     def _result(self, out):
-        messages, tier, record_text, tokens_before, tokens_after = out
+        messages, tier, record_text, tokens_before, tokens_after = out[:5]
         record = json.loads(record_text) if record_text is not None else None
         if record is not None and self._on_compaction is not None:
             try:
@@ -249,7 +290,7 @@ class Compactor:
             except Exception as exc:  # the agent goes on; the host hears about it
                 warnings.warn("ctxkeel: on_compaction raised %s" % _describe(exc),
                               RuntimeWarning, stacklevel=3)
-        return CompactionResult(messages, tier, record, tokens_before, tokens_after)
+        return CompactionResult(messages, tier, record, tokens_before, tokens_after, *out[5:])
 
     # ---- evidence ------------------------------------------------------------------------
 
@@ -266,9 +307,18 @@ class Compactor:
         return self._core.read_evidence(ref, offset=offset, limit=limit)
 
     def search_evidence(self, ref, pattern):
-        """Lines matching ``pattern`` (POSIX extended regular expression) in the output
-        ``ref``, or in every output of the session when ``ref`` is None, as a list of
-        ``{"ref", "line", "text"}`` (line numbers from 1)."""
+        """Lines matching ``pattern`` in the output ``ref``, or in all of the session's
+        evidence when ``ref`` is None (offloaded outputs, archived folded messages, stored
+        repairs), as a list of ``{"ref", "line", "text"}``. ``line`` counts from 0, as
+        ``read_evidence`` offsets do: ``read_evidence(hit["ref"], offset=hit["line"],
+        limit=1)`` reads the line found.
+
+        The pattern is a POSIX extended regular expression, as ``grep -E`` takes it, plus
+        ``\\d \\w \\s \\b`` and ``(?:...)``; it is matched case-sensitively, on UTF-8
+        characters, in time linear in the text. Backreferences (``\\1``) are refused with
+        InputError. One search does at most about a second of work: a search cut short
+        returns what it found, then ``{"ref": "", "line": 0, "text": why, "cut": True}``.
+        Without a backend the search runs without the GIL, so other threads go on."""
         return self._core.search_evidence(ref, pattern)
 
     async def aoffload(self, message):
@@ -282,8 +332,10 @@ class Compactor:
             lambda: self._core.read_evidence(ref, offset=offset, limit=limit))
 
     async def asearch_evidence(self, ref, pattern):
-        """``search_evidence`` for asyncio (see ``aoffload``)."""
-        return await self._off_loop(self._core.search_evidence, ref, pattern)
+        """``search_evidence`` for asyncio: the search runs in a worker thread of the loop's
+        default executor (a backend's coroutines on this loop), so the loop never waits for
+        it."""
+        return await self._off_loop(self._core.search_evidence, ref, pattern, thread=True)
 
     def handle_read_evidence(self, call):
         """Answers a model's call of the read_evidence tool (see ``read_evidence_tool``).
@@ -291,14 +343,16 @@ class Compactor:
         ``call`` is an OpenAI tool call (``{"id", "function": {"name", "arguments"}}``) or an
         Anthropic tool_use block (``{"type": "tool_use", "id", "name", "input"}``). Returns
         the tool-result message for it: ``{"role": "tool", "tool_call_id", "content"}`` or
-        ``{"type": "tool_result", "tool_use_id", "content"}``. Mistakes in the arguments and
-        unknown refs are explained in the result's text, never raised.
+        ``{"type": "tool_result", "tool_use_id", "content"}`` (with ``"is_error": True`` when
+        the call was wrong). The answer is the core's (lines read by ``ref``, ``offset`` and
+        ``limit``, or the lines a ``pattern`` matches with the offset to read at); mistakes in
+        the arguments and unknown refs are explained in its text, never raised.
         """
         if not isinstance(call, dict):
             raise TypeError("ctxkeel: handle_read_evidence() takes a tool call dict, not %s"
                             % type(call).__name__)
         if call.get("type") == "tool_use":
-            text, failed = self._answer_read(call.get("input"))
+            text, failed = self._core.answer_read_evidence(_arguments_text(call.get("input")))
             result = {"type": "tool_result", "tool_use_id": call.get("id"), "content": text}
             if failed:
                 result["is_error"] = True
@@ -307,44 +361,20 @@ class Compactor:
         if not isinstance(function, dict):
             raise ValueError("ctxkeel: handle_read_evidence() takes an OpenAI tool call "
                              "({'id', 'function'}) or an Anthropic tool_use block")
-        text, _ = self._answer_read(function.get("arguments"))
+        text, _ = self._core.answer_read_evidence(_arguments_text(function.get("arguments")))
         return {"role": "tool", "tool_call_id": call.get("id"), "content": text}
-
-    def _answer_read(self, arguments):
-        """(text, failed) for the arguments of a read_evidence call."""
-        if arguments is None or arguments == "":
-            arguments = {}
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError as exc:
-                return _tool_error("the arguments are not valid JSON (%s)" % exc), True
-        if not isinstance(arguments, dict):
-            return _tool_error("the arguments must be a JSON object"), True
-        ref = arguments.get("ref")
-        if not isinstance(ref, str) or not ref:
-            return _tool_error("'ref' is required: the tool call id or the path named in the "
-                               "placeholder"), True
-        try:
-            offset = _int_argument(arguments, "offset", 0, 0)
-            limit = _int_argument(arguments, "limit", 200, 1)
-        except ValueError as exc:
-            return _tool_error(str(exc)), True
-        try:
-            text = self.read_evidence(ref, offset=offset, limit=limit)
-        except Error as exc:
-            return _tool_error("cannot read %r: %s" % (ref, exc)), True
-        if not text:
-            return ("read_evidence: %r has no lines from offset %d on (offsets count lines "
-                    "from 0)" % (ref, offset)), False
-        return text, False
 
     # ---- usage and state -----------------------------------------------------------------
 
-    def observe_usage(self, prompt_tokens):
-        """The prompt tokens the provider reported for the last view sent. The ratio to
-        ctxkeel's estimate corrects later tier decisions (see ``usage_factor``)."""
-        self._core.observe_usage(prompt_tokens)
+    def observe_usage(self, usage):
+        """The provider's prompt size for the last view sent: an int, or its usage object as
+        returned (``response.usage`` of OpenAI or Anthropic, Gemini's ``usage_metadata``, a
+        dict, any object with ``model_dump()`` or attributes), of which the core counts the
+        whole prompt, Anthropic's cached part included. The ratio to ctxkeel's estimate
+        corrects later tier decisions (see ``usage_factor``)."""
+        if not isinstance(usage, _USAGE_SCALARS):  # the core checks scalars as before
+            usage = _ext.usage_prompt_tokens(json.dumps(usage, default=_usage_plain))
+        self._core.observe_usage(usage)
 
     def reset(self):
         """Forgets the session state (checkpoint, coverage, offloads); the audit log stays."""
@@ -390,26 +420,20 @@ def _check_summarize(summarize):
                         % type(summarize).__name__)
 
 
-def _int_argument(arguments, name, default, minimum):
-    """A whole-number tool argument; models sometimes send "10" or 10.0 for 10."""
-    value = arguments.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        raise ValueError("'%s' must be an integer" % name)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    elif isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if not isinstance(value, int):
-        raise ValueError("'%s' must be an integer" % name)
-    if value < minimum:
-        raise ValueError("'%s' must be at least %d" % (name, minimum))
-    return value
-
-
-def _tool_error(text):
-    return "read_evidence error: " + text
+def _arguments_text(arguments):
+    """A tool call's arguments as the JSON text the core reads: an OpenAI call carries text
+    already, an Anthropic block a decoded value (None: no arguments). Only the encoding is
+    done here; what the arguments mean, and what is wrong with them, is the core's."""
+    if arguments is None:
+        return ""
+    if not isinstance(arguments, str):
+        # ASCII escapes, so that a lone surrogate reaches the core as text it can judge.
+        return json.dumps(arguments, default=repr)
+    try:
+        arguments.encode("utf-8")
+    except UnicodeEncodeError:
+        arguments = arguments.encode("utf-8", "replace").decode("utf-8")
+    return arguments
 
 
 # ---- running the summarizer ----------------------------------------------------------------
@@ -430,14 +454,33 @@ def _timed_out(timeout):
     return "summarizer timed out after %g s" % timeout
 
 
+def _plain_reply(reply):
+    """(text, None) with the summarizer's reply as a plain str, or (None, why it is not one).
+
+    Only the reply's type is looked at, and a str subclass is copied with ``str.__str__``,
+    which runs none of its methods: a reply whose ``strip``, ``__str__`` or ``__class__``
+    raises becomes a fallback reason here rather than an exception in ``compact()``."""
+    kind = type(reply)
+    if not issubclass(kind, str):
+        try:
+            name = str.__str__(kind.__name__)
+        except BaseException:  # a metaclass may do anything
+            name = "an object"
+        return None, "summarizer returned %s" % name
+    try:
+        text = str.__str__(reply)
+    except Exception as exc:
+        return None, "summarizer returned an unusable str: " + _describe(exc)
+    if not text.strip():
+        return None, "summarizer returned an empty reply"
+    return text, None
+
+
 def _answer(job, reply, failure):
     """Hands the summarizer's outcome to the compaction: the reply, or why there is none."""
     if failure is None:
-        if not isinstance(reply, str):
-            failure = "summarizer returned %s" % type(reply).__name__
-        elif not reply.strip():
-            failure = "summarizer returned an empty reply"
-        else:
+        reply, failure = _plain_reply(reply)
+        if failure is None:
             try:
                 job.set_summary(reply)
                 return
@@ -567,6 +610,25 @@ async def _call_async(fn, request, timeout):
 # ---- the built-in HTTP summarizer ----------------------------------------------------------
 
 
+_USAGE_SCALARS = (int, float, str, bytes, bytearray, type(None))
+
+
+def _usage_plain(obj):
+    """A usage object as plain data for json.dumps: what model_dump() gives (pydantic, as the
+    SDKs use), else its public attributes. Which fields count is the core's to say."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump()
+    fields = getattr(obj, "__dict__", None)
+    if fields is None:
+        fields = {name: getattr(obj, name, None) for name in dir(obj)}
+    fields = {k: v for k, v in fields.items() if not k.startswith("_") and not callable(v)}
+    if not fields:
+        raise TypeError("ctxkeel: usage must be an int, a dict or a usage object, not %s"
+                        % type(obj).__name__)
+    return fields
+
+
 def _http_failure(exc):
     """The fallback reason for a failed HttpSummarizer call, such as
     "HttpSummarizer failed (CK_ESUMMARY): HTTP 500: overloaded (4 attempts)"."""
@@ -689,13 +751,13 @@ class _LoopCalls:
         self._futures = set()
         self._cancelled = False
 
-    def wait(self, awaitable):
+    def wait(self, awaitable, timeout):
         future = asyncio.run_coroutine_threadsafe(_run(awaitable), self._loop)
         self._futures.add(future)
         if self._cancelled:
             future.cancel()
         try:
-            return future.result()
+            return _result(future, timeout)
         except concurrent.futures.CancelledError:
             # Not a storage failure: the caller is gone. The core call ends early, and the
             # binding raises this once it returns.
@@ -709,29 +771,40 @@ class _LoopCalls:
             future.cancel()
 
 
+def _result(future, timeout):
+    """The result of a backend awaitable's concurrent future, waited for at most ``timeout``
+    seconds; then it is cancelled (on its loop) and TimeoutError is raised."""
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError("backend timed out after %g s" % timeout) from None
+
+
 class _Awaiter:
-    """``awaiter(awaitable) -> value`` for the core's Compactor: called, with the GIL held,
-    from inside a core call when a backend method returned an awaitable. In a worker thread of
-    ``_off_loop`` the awaitable runs on the caller's loop; anywhere else on this object's
-    private loop, started on first use in a daemon thread and stopped with the object. The
-    calling thread waits without the GIL either way."""
+    """``awaiter(awaitable, timeout) -> value`` for the core's Compactor: called, with the GIL
+    held, from inside a core call when a backend method returned an awaitable. In a worker
+    thread of ``_off_loop`` the awaitable runs on the caller's loop; anywhere else on this
+    object's private loop, started on first use in a daemon thread and stopped with the
+    object. The calling thread waits without the GIL either way, for ``timeout`` seconds at
+    most (backend_timeout)."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._loop = None
         self._thread = None
 
-    def __call__(self, awaitable):
+    def __call__(self, awaitable, timeout):
         calls = getattr(_local, "calls", None)
         if calls is not None:
-            return calls.wait(awaitable)
+            return calls.wait(awaitable, timeout)
         loop = self._private_loop()
         if threading.current_thread() is self._thread:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
             raise RuntimeError("ctxkeel: a backend coroutine cannot wait for the Compactor "
                                "that is waiting for it")
-        return asyncio.run_coroutine_threadsafe(_run(awaitable), loop).result()
+        return _result(asyncio.run_coroutine_threadsafe(_run(awaitable), loop), timeout)
 
     def _private_loop(self):
         with self._lock:

@@ -309,6 +309,20 @@ TEST(json_bare) {
     ck_anchors_free(a);
 }
 
+/* An escaped NUL in a JSON reply is kept with what follows it (cJSON cut the string there). */
+TEST(json_keeps_nul) {
+    ck_anchors *a = parse("{\"next_steps\": \"run a\\u0000b then ship\","
+                          " \"user_intent\": [\"x\\u0000y\", {\"k\\u0000\": \"v\"}]}");
+    size_t len = 0;
+    const char *v = ck_anchors_get(a, CK_ANCHOR_NEXT_STEPS, &len);
+    INT_EQ(len, 17);
+    OK(v && memcmp(v, "run a\0b then ship", 17) == 0);
+    v = ck_anchors_get(a, CK_ANCHOR_USER_INTENT, &len);
+    INT_EQ(len, 23);
+    OK(v && memcmp(v, "- x\0y\n- {\"k\\u0000\":\"v\"}", 23) == 0);
+    ck_anchors_free(a);
+}
+
 TEST(json_fenced) {
     ck_anchors *a = parse("Here you go:\n\n```json\n{\"user_intent\": \"A\",\n"
                           " \"next_steps\": \"B\"}\n```\nHope this helps.\n");
@@ -453,7 +467,7 @@ TEST(hostile_inputs) {
     OK(a != NULL);
     ck_anchors_free(a);
 
-    /* Deep nesting is refused by cJSON's limit, not by the stack. */
+    /* Deep nesting is refused by the JSON layer's depth limit, not by the stack. */
     s = repeat("[", 200000);
     memcpy(s, "{\"summary\":", 11);
     a = parse_n(s, 200000);
@@ -549,7 +563,7 @@ static const char *const oom_markdown =
     "intro\n## User Intent\nA\n**Next Steps:** B\n## Next Steps\nC\n## Summary\nS\n";
 
 TEST(every_allocation_failure) {
-    /* Markdown parsing needs no cJSON, so a result is either NULL or complete. */
+    /* A result is either NULL (out of memory) or complete. */
     FAIL_EACH_ALLOC({
         ck_anchors *a = parse(oom_markdown);
         if (a) {
@@ -559,10 +573,15 @@ TEST(every_allocation_failure) {
         }
         ck_anchors_free(a);
     });
-    /* cJSON running out of memory reads as "no JSON"; it must still leak nothing. */
+    /* Out of memory inside the JSON parse fails the whole parse, leaking nothing; else the
+     * result is complete. */
     FAIL_EACH_ALLOC({
         ck_anchors *a = parse("```json\n{\"user_intent\": [1, {\"a\": 2}], \"summary\": "
                               "\"S\"}\n```");
+        if (a) {
+            STR_EQ(get(a, CK_ANCHOR_USER_INTENT), "- 1\n- {\"a\":2}");
+            STR_EQ(summary(a), "S");
+        }
         ck_anchors_free(a);
     });
     ck_anchors *x = parse("## User Intent\nA\n## Summary\nS\n");
@@ -593,7 +612,7 @@ HARNESS_MAIN(RUN(keys_and_titles) RUN(new_is_empty) RUN(atx_headers_all_levels)
              RUN(bold_headers) RUN(inline_values) RUN(numbered_and_plain_headers)
              RUN(names_case_plural_and_spelling) RUN(text_before_first_section_is_ignored)
              RUN(unknown_sections_end_the_previous_one) RUN(bulleted_bold_labels)
-             RUN(na_spellings) RUN(crlf) RUN(json_bare) RUN(json_fenced)
+             RUN(na_spellings) RUN(crlf) RUN(json_bare) RUN(json_keeps_nul) RUN(json_fenced)
              RUN(markdown_in_fences) RUN(rules_and_repeats) RUN(empty_input)
              RUN(hostile_inputs) RUN(corpus_text_never_fails) RUN(set_and_set_summary) RUN(merge)
              RUN(every_allocation_failure))

@@ -226,7 +226,9 @@ TEST(demo_replay_goes_through_every_tier) {
     char svg[128], store[128];
     path_in(svg, sizeof svg, "demo.svg");
     path_in(store, sizeof store, "demo-store");
-    INT_EQ(RUN_CLI(NULL, "replay", file, "--window", window, "--svg", svg, "--store", store), 0);
+    INT_EQ(RUN_CLI(NULL, "replay", file, "--window", window, "--svg", svg, "--store", store,
+                   "--explain"),
+           0);
     char *out = slurp(out_path);
     const char *line = strstr(out, " model calls; tiers: ");
     size_t calls = 0, counts[5] = {0};
@@ -247,9 +249,53 @@ TEST(demo_replay_goes_through_every_tier) {
     char last[32];
     snprintf(last, sizeof last, "\n%5zu ", calls);
     OK(calls > 0 && strstr(out, last) != NULL);
+    /* --explain: the legend, the first checkpoint and the first placeholder in full, each
+     * compaction marked, and the cost with and without ctxkeel summed from the rows. */
+    OK(strstr(out, "  history  estimated tokens of the whole history") != NULL);
+    OK(strstr(out, "---- the first checkpoint, call ") != NULL);
+    OK(strstr(out, ck_checkpoint_marker()) != NULL);
+    OK(strstr(out, "---- the first placeholder, call ") != NULL);
+    OK(strstr(out, ">> compaction 1: ") != NULL);
+    unsigned long long sent = 0, without = 0, want_sent = 0, want_without = 0;
+    for (const char *p = strchr(out, '\n'); p; p = strchr(p + 1, '\n')) {
+        size_t call, msgs;
+        unsigned long long history, before, after;
+        if (sscanf(p + 1, "%5zu %5zu %8llu %8llu %8llu ", &call, &msgs, &history, &before,
+                   &after) == 5) {
+            want_sent += after;
+            want_without += history;
+        }
+    }
+    const char *w = strstr(out, "\nwithout ctxkeel: "), *c = strstr(out, "\nwith ctxkeel: ");
+    OK(w && sscanf(w, "\nwithout ctxkeel: %llu tokens sent", &without) == 1);
+    OK(c && sscanf(c, "\nwith ctxkeel: %llu tokens sent", &sent) == 1);
+    INT_EQ(sent, want_sent);
+    INT_EQ(without, want_without);
+    OK(sent < without);
     free(out);
     OK(contains(svg, "<svg xmlns="));
     OK(contains(svg, "</svg>"));
+}
+
+/* --help (anywhere on the line) explains every subcommand and every column they print. */
+TEST(help_explains_the_columns) {
+    static const char *const wanted[] = {
+        "usage: ctxkeel check FILE", "replay FILE --window N", "--svg OUT", "--explain",
+        "  call ", "  msgs ", "  history ", "  before ", "  after ", "  ratio ", "  view ",
+        "  tier ", "  action ", "messages in, M out", "chars4 C", "tier T, B -> A tokens",
+        "Exit status: 0 success, 1 violations found (check), 2 bad usage or input."};
+    const char *const forms[3][4] = {{"--help", NULL}, {"-h", NULL},
+                                     {"replay", "x.json", "--help", NULL}};
+    for (int f = 0; f < 3; f++) {
+        INT_EQ(run(NULL, forms[f]), 0);
+        for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+            OK(contains(out_path, wanted[i]));
+        for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)
+            OK(contains(out_path, ck_pair_issue_name((ck_pair_issue)k)));
+        char *err = slurp(err_path);
+        STR_EQ(err, "");
+        free(err);
+    }
 }
 
 static void cleanup(void) {
@@ -273,6 +319,7 @@ static void setup(void) {
     OK(access(cli(), X_OK) == 0);
 }
 
-HARNESS_MAIN(setup(); RUN(usage_and_version) RUN(check_and_repair) RUN(bad_input_is_named)
+HARNESS_MAIN(setup(); RUN(usage_and_version) RUN(help_explains_the_columns)
+                 RUN(check_and_repair) RUN(bad_input_is_named)
                  RUN(tokens_match_the_library) RUN(compact_writes_a_valid_view_and_its_record)
                      RUN(demo_replay_goes_through_every_tier) cleanup();)

@@ -141,10 +141,11 @@ TEST(warn_offloads_outside_the_tail) {
     OK(ck_compaction_tokens_after(c) < ck_compaction_tokens_before(c));
     /* Counts are written as plain decimal integers, as cJSON prints them. */
     char want[96];
-    snprintf(want, sizeof want,
-             "\"tokens_before\":%llu,\"tokens_after\":%llu,\"msgs_before\":%zu,",
+    snprintf(want, sizeof want, "\"tokens_before\":%llu,\"tokens_after\":%llu,",
              (unsigned long long)ck_compaction_tokens_before(c),
-             (unsigned long long)ck_compaction_tokens_after(c), ck_history_count(h));
+             (unsigned long long)ck_compaction_tokens_after(c));
+    OK(rec && strstr(rec, want));
+    snprintf(want, sizeof want, "\"msgs_before\":%zu,", ck_history_count(h));
     OK(rec && strstr(rec, want));
     OK(rec && strstr(rec, "\"bytes\":6025,\"lines\":1}"));
     char *out = view_json(h, c);
@@ -272,7 +273,8 @@ TEST(reused_ids_keep_both_outputs) {
     free(j);
 }
 
-/* When the pinned messages alone are over the soft limit, a record says so, once. */
+/* When the pinned messages alone are over the soft limit, a record says so, once; when they
+ * are over the window, compact() fails and says how much they need. */
 TEST(pinned_alone_too_big_is_recorded_once) {
     char *big = malloc(4100);
     memset(big, 'x', 4000);
@@ -282,17 +284,25 @@ TEST(pinned_alone_too_big_is_recorded_once) {
                       "\"content\":\"%s\"}]", big, big);
     ck_error err;
     ck_history *h = ck_json_read(j, strlen(j), &err);
-    ck_compactor *k = compactor(500, "pinned");
+    ck_compactor *k = compactor(2500, "pinned"); /* 2000 tokens of pinned messages: 80% */
     ck_compaction *c = NULL;
     INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
-    INT_EQ(ck_compaction_tier(c), CK_TIER_EMERGENCY);
+    INT_EQ(ck_compaction_tier(c), CK_TIER_FULL);
     const char *rec = ck_compaction_record(c, NULL);
     OK(rec && strstr(rec, "more than the soft limit"));
     OK(ck_view_is_identity(ck_compaction_view(c)));
+    OK(ck_compaction_tokens_after(c) <= 2500);
     ck_compaction_free(c);
     INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
     OK(ck_compaction_record(c, NULL) == NULL);
     ck_compaction_free(c);
+    ck_compactor_free(k);
+    k = compactor(500, "pinned-over");
+    c = NULL;
+    INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_EOVERFLOW);
+    OK(c == NULL);
+    INT_EQ(err.code, CK_EOVERFLOW);
+    OK(strstr(err.where, "need 2000 tokens") && strstr(err.where, "the window is 500"));
     ck_compactor_free(k);
     ck_history_free(h);
     free(j);
@@ -574,7 +584,8 @@ TEST(session_resumes_from_the_log) {
     ck_free(first);
     ck_compaction_free(c);
     /* A rewritten history drops the checkpoint instead of applying it to other messages. */
-    ck_history *other = ck_json_read("[{\"role\":\"user\",\"content\":\"new task\"}]", 41, &err);
+    const char *rewritten = "[{\"role\":\"user\",\"content\":\"new task\"}]";
+    ck_history *other = ck_json_read(rewritten, strlen(rewritten), &err);
     INT_EQ(ck_compactor_compact(k, other, 0, scripted, &s, &c, &err), CK_OK);
     OK(ck_view_is_identity(ck_compaction_view(c)));
     ck_compaction_free(c);

@@ -22,7 +22,7 @@ static ck__idents *scan_str(const char *text) {
     size_t n = strlen(text);
     char *copy = malloc(n ? n : 1);
     memcpy(copy, text, n);
-    INT_EQ(ck__idents_scan(s, copy, n, 1), CK_OK);
+    INT_EQ(ck__idents_scan(s, copy, n, 1, 0), CK_OK);
     free(copy);
     return s;
 }
@@ -30,7 +30,7 @@ static ck__idents *scan_str(const char *text) {
 static int has_ident(const ck__idents *s, const char *id) {
     for (size_t i = 0; i < ck__idents_count(s); i++) {
         size_t len;
-        const char *t = ck__idents_get(s, i, &len, NULL, NULL);
+        const char *t = ck__idents_get(s, i, &len, NULL, NULL, NULL);
         if (len == strlen(id) && memcmp(t, id, len) == 0) return 1;
     }
     return 0;
@@ -50,7 +50,7 @@ static void expect_idents(const char *text, const char *const *ids, size_t n) {
         H_REPORT("no other identifier");
         fprintf(stderr, "    \"%s\": %zu found, %zu expected:", text, ck__idents_count(s), n);
         for (size_t i = 0; i < ck__idents_count(s); i++)
-            fprintf(stderr, " [%s]", ck__idents_get(s, i, NULL, NULL, NULL));
+            fprintf(stderr, " [%s]", ck__idents_get(s, i, NULL, NULL, NULL, NULL));
         fprintf(stderr, "\n");
     } else {
         h_pass++;
@@ -177,7 +177,7 @@ TEST(ident_tickets) {
 TEST(ident_nul_and_long_tokens) {
     static const char text[] = "src/a.c\0src/b.c";
     ck__idents *s = ck__idents_new();
-    INT_EQ(ck__idents_scan(s, text, sizeof text - 1, 0), CK_OK);
+    INT_EQ(ck__idents_scan(s, text, sizeof text - 1, 0, 0), CK_OK);
     OK(has_ident(s, "src/a.c"));
     OK(has_ident(s, "src/b.c"));
     INT_EQ(ck__idents_count(s), 2);
@@ -186,10 +186,10 @@ TEST(ident_nul_and_long_tokens) {
     memset(big, 'a', sizeof big);
     memcpy(big, "src/", 4);
     memcpy(big + 600 - 2, ".c", 2);
-    INT_EQ(ck__idents_scan(s, big, 600, 0), CK_OK);
+    INT_EQ(ck__idents_scan(s, big, 600, 0, 0), CK_OK);
     INT_EQ(ck__idents_count(s), 2);
     memcpy(big + 512 - 2, ".c", 2);
-    INT_EQ(ck__idents_scan(s, big, 512, 0), CK_OK);
+    INT_EQ(ck__idents_scan(s, big, 512, 0, 0), CK_OK);
     INT_EQ(ck__idents_count(s), 3);
     ck__idents_free(s);
 }
@@ -198,35 +198,35 @@ TEST(ident_ranking) {
     ck__idents *s = ck__idents_new();
     const char *t1 = "src/y.c src/x.c src/b.c src/b.c src/b.c";
     const char *t2 = "src/c.c";
-    INT_EQ(ck__idents_scan(s, t1, strlen(t1), 1), CK_OK);
-    INT_EQ(ck__idents_scan(s, t2, strlen(t2), 2), CK_OK);
+    INT_EQ(ck__idents_scan(s, t1, strlen(t1), 1, 0), CK_OK);
+    INT_EQ(ck__idents_scan(s, t2, strlen(t2), 2, 0), CK_OK);
     INT_EQ(ck__idents_count(s), 4);
     size_t len, seq;
     unsigned count;
-    STR_EQ(ck__idents_get(s, 0, &len, &seq, &count), "src/c.c");
+    STR_EQ(ck__idents_get(s, 0, &len, &seq, &count, NULL), "src/c.c");
     INT_EQ(seq, 2);
     INT_EQ(count, 1);
-    STR_EQ(ck__idents_get(s, 1, &len, &seq, &count), "src/b.c");
+    STR_EQ(ck__idents_get(s, 1, &len, &seq, &count, NULL), "src/b.c");
     INT_EQ(count, 3);
-    STR_EQ(ck__idents_get(s, 2, NULL, NULL, NULL), "src/x.c");
-    STR_EQ(ck__idents_get(s, 3, NULL, NULL, NULL), "src/y.c");
-    STR_EQ(ck__idents_get(s, 4, &len, &seq, &count), NULL);
+    STR_EQ(ck__idents_get(s, 2, NULL, NULL, NULL, NULL), "src/x.c");
+    STR_EQ(ck__idents_get(s, 3, NULL, NULL, NULL, NULL), "src/y.c");
+    STR_EQ(ck__idents_get(s, 4, &len, &seq, &count, NULL), NULL);
     INT_EQ(len, 0);
     /* Seeing an old one again in a newer message moves it up. */
-    INT_EQ(ck__idents_scan(s, "src/y.c", 7, 3), CK_OK);
-    STR_EQ(ck__idents_get(s, 0, NULL, NULL, &count), "src/y.c");
+    INT_EQ(ck__idents_scan(s, "src/y.c", 7, 3, 0), CK_OK);
+    STR_EQ(ck__idents_get(s, 0, NULL, NULL, &count, NULL), "src/y.c");
     INT_EQ(count, 2);
     /* Carried over from an earlier checkpoint, with its count. */
-    INT_EQ(ck__idents_add(s, "ABC-9", 5, 3, 7), CK_OK);
-    STR_EQ(ck__idents_get(s, 0, NULL, NULL, &count), "ABC-9");
+    INT_EQ(ck__idents_add(s, "ABC-9", 5, 3, 7, 0), CK_OK);
+    STR_EQ(ck__idents_get(s, 0, NULL, NULL, &count, NULL), "ABC-9");
     INT_EQ(count, 7);
-    INT_EQ(ck__idents_add(s, "ABC-9", 5, 0, 1), CK_OK);
-    STR_EQ(ck__idents_get(s, 0, NULL, &seq, &count), "ABC-9");
+    INT_EQ(ck__idents_add(s, "ABC-9", 5, 0, 1, 0), CK_OK);
+    STR_EQ(ck__idents_get(s, 0, NULL, &seq, &count, NULL), "ABC-9");
     INT_EQ(seq, 3);
     INT_EQ(count, 8);
-    INT_EQ(ck__idents_add(s, "x", 0, 9, 1), CK_OK);
+    INT_EQ(ck__idents_add(s, "x", 0, 9, 1, 0), CK_OK);
     INT_EQ(ck__idents_count(s), 5);
-    INT_EQ(ck__idents_add(NULL, "x", 1, 9, 1), CK_EINVAL);
+    INT_EQ(ck__idents_add(NULL, "x", 1, 9, 1, 0), CK_EINVAL);
     ck__idents_free(s);
     ck__idents_free(NULL);
     INT_EQ(ck__idents_count(NULL), 0);
@@ -235,40 +235,40 @@ TEST(ident_ranking) {
 TEST(ident_render) {
     ck__idents *s = ck__idents_new();
     const char *t = "src/a.c src/bb.c https://x.io/long/path/here.html";
-    INT_EQ(ck__idents_scan(s, t, strlen(t), 1), CK_OK);
-    INT_EQ(ck__idents_scan(s, "ENOENT", 6, 2), CK_OK);
+    INT_EQ(ck__idents_scan(s, t, strlen(t), 1, 0), CK_OK);
+    INT_EQ(ck__idents_scan(s, "ENOENT", 6, 2, 0), CK_OK);
     ck__buf b;
     ck__buf_init(&b);
-    INT_EQ(ck__idents_render(s, NULL, 0, 100, 10000, &b), 4);
+    INT_EQ(ck__idents_render(s, NULL, 0, 100, 10000, &b, NULL), 4);
     STR_EQ(b.data, "- ENOENT\n- https://x.io/long/path/here.html\n- src/a.c\n- src/bb.c\n");
     ck__buf_dispose(&b);
     /* Identifiers the summary already holds verbatim are left out. */
     const char *summary = "We fixed src/bb.c after ENOENT.";
-    INT_EQ(ck__idents_render(s, summary, strlen(summary), 100, 10000, &b), 2);
+    INT_EQ(ck__idents_render(s, summary, strlen(summary), 100, 10000, &b, NULL), 2);
     STR_EQ(b.data, "- https://x.io/long/path/here.html\n- src/a.c\n");
     ck__buf_dispose(&b);
     /* Near misses are not quotes: the first byte everywhere, a prefix that restarts inside
      * itself, the identifier cut at the very end; a quote at the very end is one. */
     const char *const misses[] = {"sssrc/bb.", "src/bsrc/b.c", "ENOENENOEN", "src/bb.", "ENOEN"};
     for (size_t k = 0; k < sizeof misses / sizeof misses[0]; k++) {
-        INT_EQ(ck__idents_render(s, misses[k], strlen(misses[k]), 100, 10000, &b), 4);
+        INT_EQ(ck__idents_render(s, misses[k], strlen(misses[k]), 100, 10000, &b, NULL), 4);
         ck__buf_dispose(&b);
     }
     const char *at_end = "xx src/src/bb.c src/a.cENOENT";
-    INT_EQ(ck__idents_render(s, at_end, strlen(at_end), 100, 10000, &b), 1);
+    INT_EQ(ck__idents_render(s, at_end, strlen(at_end), 100, 10000, &b, NULL), 1);
     STR_EQ(b.data, "- https://x.io/long/path/here.html\n");
     ck__buf_dispose(&b);
     /* The item cap. */
-    INT_EQ(ck__idents_render(s, NULL, 0, 2, 10000, &b), 2);
+    INT_EQ(ck__idents_render(s, NULL, 0, 2, 10000, &b, NULL), 2);
     STR_EQ(b.data, "- ENOENT\n- https://x.io/long/path/here.html\n");
     ck__buf_dispose(&b);
     /* The byte cap: the URL does not fit and is skipped, shorter ones still do. */
-    INT_EQ(ck__idents_render(s, NULL, 0, 100, 30, &b), 3);
+    INT_EQ(ck__idents_render(s, NULL, 0, 100, 30, &b, NULL), 3);
     STR_EQ(b.data, "- ENOENT\n- src/a.c\n- src/bb.c\n");
     OK(b.len <= 30);
     ck__buf_dispose(&b);
-    INT_EQ(ck__idents_render(s, NULL, 0, 100, 3, &b), 0);
-    INT_EQ(ck__idents_render(s, NULL, 0, 0, 1000, &b), 0);
+    INT_EQ(ck__idents_render(s, NULL, 0, 100, 3, &b, NULL), 0);
+    INT_EQ(ck__idents_render(s, NULL, 0, 0, 1000, &b, NULL), 0);
     ck__buf_dispose(&b);
     ck__idents_free(s);
 }
@@ -287,23 +287,23 @@ TEST(ident_hostile) {
     for (size_t i = 40; i < n; i += 41) text[i] = ' ';
     ck__idents *s = ck__idents_new();
     clock_t t0 = clock();
-    INT_EQ(ck__idents_scan(s, text, n, 1), CK_OK);
+    INT_EQ(ck__idents_scan(s, text, n, 1, 0), CK_OK);
     for (size_t k = 0; k < 4; k++) {
         char id[16];
         snprintf(id, sizeof id, "abc%04zu", k + 1000);
-        INT_EQ(ck__idents_scan(s, id, strlen(id), 2), CK_OK);
+        INT_EQ(ck__idents_scan(s, id, strlen(id), 2, 0), CK_OK);
     }
     OK(ck__idents_count(s) <= 16384 && ck__idents_count(s) >= 8192);
     OK(has_ident(s, "abc1003"));
     ck__buf b;
     ck__buf_init(&b);
-    INT_EQ(ck__idents_render(s, text, 4096, 50, 4000, &b), 50);
+    INT_EQ(ck__idents_render(s, text, 4096, 50, 4000, &b, NULL), 50);
     ck__buf_dispose(&b);
     /* No blank at all, and a long run of slashes. */
     memset(text, 'a', n);
-    INT_EQ(ck__idents_scan(s, text, n, 3), CK_OK);
+    INT_EQ(ck__idents_scan(s, text, n, 3, 0), CK_OK);
     for (size_t i = 0; i < n; i++) text[i] = (i % 2) ? '/' : 'a';
-    INT_EQ(ck__idents_scan(s, text, n, 3), CK_OK);
+    INT_EQ(ck__idents_scan(s, text, n, 3, 0), CK_OK);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     OK(secs < 5.0);
     ck__idents_free(s);
@@ -358,6 +358,27 @@ TEST(file_op_named_tools) {
     expect_op("read_file", "[\"a.txt\"]", CK__FILE_NONE, NULL);
     expect_op("read_file", "", CK__FILE_NONE, NULL);
     expect_op("think", "{\"thought\":\"a.c\"}", CK__FILE_NONE, NULL);
+}
+
+/* Arguments are read as a tool runtime reads them (JSON.parse, json.loads): the last of a
+ * repeated key counts, text after the object makes them invalid (the call touched nothing),
+ * and a NUL byte is part of a value, not its end. cJSON took the first key, ignored the tail
+ * and cut "a\u0000b" to "a". */
+TEST(file_op_reads_args_as_the_runtime_does) {
+    expect_op("read_file", "{\"path\":\"decoy.txt\",\"path\":\"real.txt\"}", CK__FILE_READ,
+              "real.txt");
+    const char *ed = "str_replace_based_edit_tool";
+    expect_op(ed, "{\"command\":\"view\",\"path\":\"x.c\",\"command\":\"create\"}",
+              CK__FILE_MODIFIED, "x.c");
+    expect_op("execute_bash", "{\"command\":\"cat a.txt\",\"command\":\"echo hi > b.txt\"}",
+              CK__FILE_MODIFIED, "b.txt");
+    expect_op("read_file", "{\"path\":\"a.txt\"} and more", CK__FILE_NONE, NULL);
+    expect_op("read_file", "{\"path\":\"a.txt\"}}", CK__FILE_NONE, NULL);
+    expect_op("read_file", "{\"path\":\"a.txt\"} \n", CK__FILE_READ, "a.txt");
+    expect_op("read_file", "{\"path\":\"a\\u0000b.txt\"}", CK__FILE_NONE, NULL);
+    expect_op("execute_bash", "{\"command\":\"cat a\\u0000b\"}", CK__FILE_NONE, NULL);
+    /* The view command with a NUL after it is no view command. */
+    expect_op(ed, "{\"command\":\"view\\u0000\",\"path\":\"x.c\"}", CK__FILE_NONE, NULL);
 }
 
 TEST(file_op_editor_commands) {
@@ -443,6 +464,54 @@ static int rule(const char *s) {
     int r = ck__is_rule_line(copy, n);
     free(copy);
     return r;
+}
+
+/* The rule sentences of a text, joined by "|". */
+static int collect_rule(void *ctx, const char *s, size_t n) {
+    ck__buf *b = ctx;
+    if (b->len) ck__buf_addc(b, '|');
+    ck__buf_add(b, s, n);
+    return 0;
+}
+
+static char *rules_of(const char *text, size_t len, size_t max) {
+    ck__buf b;
+    ck__buf_init(&b);
+    ck__rule_sentences(text, len, max, collect_rule, &b);
+    ck__buf_addc(&b, '\0');
+    return ck__buf_take(&b, NULL);
+}
+
+/* Rule sentences over long runs: never cut inside a character, and a rule after a long run
+ * without full stops is still found, whole, even where it straddles a window. */
+TEST(rule_sentences_in_long_runs) {
+    char *r = rules_of("Fix it. Never touch vendor/. ok", 31, 1000);
+    STR_EQ(r, "Never touch vendor/.");
+    ck_free(r);
+    /* 'always ' and 300 emoji: the window ends on a character boundary. */
+    static char emoji[7 + 1200 + 3 + 1];
+    memcpy(emoji, "always ", 7);
+    for (int i = 0; i < 300; i++) memcpy(emoji + 7 + 4 * i, "\xf0\x9f\x99\x82", 4);
+    memcpy(emoji + 1207, " ok", 3);
+    r = rules_of(emoji, 1210, 1000);
+    OK(r && strlen(r) <= 1000 && strncmp(r, "always ", 7) == 0);
+    if (r) INT_EQ(ck__utf8_valid_prefix(r, strlen(r)), strlen(r));
+    ck_free(r);
+    /* 5,000 bytes without a full stop, then the rule: found at each place in the run. */
+    for (size_t at = 0; at < 5000; at += 997) {
+        static char t[6000];
+        memset(t, 'x', sizeof t);
+        for (size_t i = 0; i < 5000; i += 7) t[i] = ' ';
+        const char *rule = "Never edit vendor/ at all";
+        memcpy(t + at, rule, strlen(rule));
+        if (at) t[at - 1] = ' ';
+        t[at + strlen(rule)] = ' ';
+        size_t n = 5000 + (at + strlen(rule) > 5000 ? at + strlen(rule) - 5000 : 0);
+        r = rules_of(t, n, 1000);
+        OK(r && strstr(r, rule) != NULL);
+        if (r) OK(strlen(r) <= 1000);
+        ck_free(r);
+    }
 }
 
 TEST(rule_lines) {
@@ -936,7 +1005,7 @@ static void check_transcript(const ck_history *h, const char *name) {
         size_t np;
         ck_history_get(h, i, &role, &flags, &parts, &np);
         for (size_t k = 0; k < np; k++) {
-            INT_EQ(ck__idents_scan(ids, parts[k].text, parts[k].text_len, i), CK_OK);
+            INT_EQ(ck__idents_scan(ids, parts[k].text, parts[k].text_len, i, 0), CK_OK);
             if (parts[k].kind != CK_PART_TOOL_CALL) continue;
             const char *p;
             size_t pn;
@@ -951,7 +1020,7 @@ static void check_transcript(const ck_history *h, const char *name) {
     OK(ck__idents_count(ids) > 0);
     ck__buf out;
     ck__buf_init(&out);
-    size_t listed = ck__idents_render(ids, NULL, 0, 40, 2000, &out);
+    size_t listed = ck__idents_render(ids, NULL, 0, 40, 2000, &out, NULL);
     OK(listed > 0 && out.len <= 2000);
     ck__buf_dispose(&out);
     ck__buf_dispose(&scratch);
@@ -981,12 +1050,12 @@ TEST(fail_each_alloc) {
     FAIL_EACH_ALLOC({
         ck__idents *s = ck__idents_new();
         if (s) {
-            int rc = ck__idents_scan(s, text, strlen(text), 1);
+            int rc = ck__idents_scan(s, text, strlen(text), 1, 0);
             OK(rc == CK_OK || rc == CK_ENOMEM);
-            if (rc == CK_OK) rc = ck__idents_add(s, "carried", 7, 0, 2);
+            if (rc == CK_OK) rc = ck__idents_add(s, "carried", 7, 0, 2, 0);
             ck__buf b;
             ck__buf_init(&b);
-            size_t listed = ck__idents_render(s, "src/a.c", 7, 10, 1000, &b);
+            size_t listed = ck__idents_render(s, "src/a.c", 7, 10, 1000, &b, NULL);
             OK(listed <= ck__idents_count(s));
             if (rc == CK_OK && !b.failed) INT_EQ(listed, 8);
             ck__buf_dispose(&b);
@@ -1022,8 +1091,9 @@ TEST(fail_each_alloc) {
 HARNESS_MAIN(RUN(clip_cuts_at_boundaries) RUN(ident_paths) RUN(ident_urls)
              RUN(ident_hashes_and_uuids) RUN(ident_error_codes) RUN(ident_tickets)
              RUN(ident_nul_and_long_tokens) RUN(ident_ranking) RUN(ident_render)
-             RUN(ident_hostile) RUN(file_op_named_tools) RUN(file_op_editor_commands)
-             RUN(file_op_borrows_or_copies) RUN(file_op_shell_commands) RUN(rule_lines)
+             RUN(ident_hostile) RUN(file_op_named_tools)
+             RUN(file_op_reads_args_as_the_runtime_does) RUN(file_op_editor_commands)
+             RUN(file_op_borrows_or_copies) RUN(file_op_shell_commands) RUN(rule_lines) RUN(rule_sentences_in_long_runs)
              RUN(failure_detection) RUN(failure_signals_everywhere)
              RUN(failure_scan_windows) RUN(extractive_scripted) RUN(extractive_anthropic)
              RUN(extractive_budget) RUN(extractive_hostile) RUN(extractive_corpus)

@@ -120,7 +120,10 @@ TEST(edits_keep_unknown_fields) {
                     "\"g\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"a\","
                     "\"content\":\"r\",\"extra\":1}]";
     char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
-    STR_EQ(out, "[{\"role\":\"assistant\",\"name\":\"bot\",\"x_meta\":{\"k\":[1]},\"content\":\"c\","
+    /* The second call under one id goes; a note with its arguments stays in its place. */
+    STR_EQ(out, "[{\"role\":\"assistant\",\"name\":\"bot\",\"x_meta\":{\"k\":[1]},\"content\":"
+                "[{\"type\":\"text\",\"text\":\"c\"},{\"type\":\"text\",\"text\":\"(tool call g "
+                "removed by ctxkeel: its id was already used; its arguments were: {})\"}],"
                 "\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\","
                 "\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":"
                 "\"r\",\"extra\":1}]");

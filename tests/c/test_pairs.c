@@ -11,6 +11,7 @@
 #define AN_RES(id, text) "{\"type\":\"tool_result\",\"tool_use_id\":\"" id "\",\"content\":\"" text "\"}"
 #define AN_TEXT(text) "{\"type\":\"text\",\"text\":\"" text "\"}"
 #define AN_USER(blocks) "{\"role\":\"user\",\"content\":[" blocks "]}"
+#define AN_ASSIST(blocks) "{\"role\":\"assistant\",\"content\":[" blocks "]}"
 
 /* After repair: no violation, and a second repair changes nothing. */
 static void repaired_is_clean(const char *json, ck_format f) {
@@ -80,13 +81,38 @@ TEST(duplicate_result_dropped) {
     ck_free(out);
 }
 
-TEST(duplicate_call_removed_and_message_kept) {
+TEST(reused_ids_pair_turn_by_turn) {
+    /* OpenAI: an agent that names every call "a" keeps every pair; each result answers the
+     * newest call before it. */
     const char *j = "[" A_CALL("a") "," T_RES("a", "1") "," A_CALL("a") "," T_RES("a", "2") "]";
+    INT_EQ(count_issues(j, CK_FORMAT_AUTO, -1), 0);
+    int identity = 0;
+    char *out = repair_json(j, CK_FORMAT_AUTO, &identity);
+    OK(identity);
+    ck_free(out);
+    /* A result before every call of its id still finds that call (and is moved behind it). */
+    const char *early = "[" T_RES("b", "0") "," A_CALL("b") "]";
+    INT_EQ(count_issues(early, CK_FORMAT_AUTO, CK_PAIR_NOT_ADJACENT), 1);
+    out = repair_json(early, CK_FORMAT_AUTO, NULL);
+    STR_EQ(out, "[" A_CALL("b") "," T_RES("b", "0") "]");
+    ck_free(out);
+    repaired_is_clean(early, CK_FORMAT_AUTO);
+}
+
+TEST(duplicate_call_removed_and_message_kept) {
+    /* Anthropic wants tool_use ids unique in the whole request: the second call goes, with a
+     * note of what it was, and its result with it. */
+    const char *j = "[" AN_ASSIST("{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":{}}")
+                    "," AN_USER("{\"type\":\"tool_result\",\"tool_use_id\":\"a\",\"content\":\"1\"}")
+                    "," AN_ASSIST("{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"g\",\"input\":{\"x\":2}}")
+                    "," AN_USER("{\"type\":\"tool_result\",\"tool_use_id\":\"a\",\"content\":\"2\"}") "]";
     INT_EQ(count_issues(j, CK_FORMAT_AUTO, CK_PAIR_DUPLICATE_CALL), 1);
     INT_EQ(count_issues(j, CK_FORMAT_AUTO, CK_PAIR_DUPLICATE_RESULT), 1);
     char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
-    /* The second assistant message stays (turn order), without the call. */
-    STR_EQ(out, "[" A_CALL("a") "," T_RES("a", "1") ",{\"role\":\"assistant\",\"content\":\"\"}]");
+    /* The second assistant message stays (turn order), a note in place of its call. */
+    OK(out && strstr(out, "(tool call g removed by ctxkeel: its id was already used; its "
+                          "arguments were: {\\\"x\\\":2})"));
+    OK(out && !strstr(out, "\"content\":\"2\""));
     ck_free(out);
     repaired_is_clean(j, CK_FORMAT_AUTO);
 }
@@ -95,13 +121,15 @@ TEST(empty_ids) {
     const char *j = "[" A_CALL("") "," T_RES("", "1") "," U("x") "]";
     INT_EQ(count_issues(j, CK_FORMAT_AUTO, CK_PAIR_EMPTY_ID), 2);
     char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
-    STR_EQ(out, "[{\"role\":\"assistant\",\"content\":\"\"}," U("x") "]");
+    STR_EQ(out, "[{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"\"},"
+                "{\"type\":\"text\",\"text\":\"(tool call bash removed by ctxkeel: its id was empty; "
+                "its arguments were: {})\"}]}," U("x") "]");
     ck_free(out);
-    /* An assistant message with nothing left keeps a note rather than vanishing. */
+    /* An assistant message with nothing left keeps the note rather than vanishing. */
     const char *only = "[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"\",\"type\":\"function\","
                        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]";
     out = repair_json(only, CK_FORMAT_AUTO, NULL);
-    OK(out && strstr(out, "\"role\":\"assistant\"") && strstr(out, "tool call removed"));
+    OK(out && strstr(out, "\"role\":\"assistant\"") && strstr(out, "removed by ctxkeel"));
     OK(out && !strstr(out, "tool_calls"));
     ck_free(out);
     repaired_is_clean(only, CK_FORMAT_AUTO);
@@ -112,14 +140,16 @@ TEST(misplaced_call_in_user_message) {
                     "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]";
     INT_EQ(count_issues(j, CK_FORMAT_AUTO, CK_PAIR_MISPLACED), 1);
     char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
-    STR_EQ(out, "[" U("hi") "]");
+    STR_EQ(out, "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},"
+                "{\"type\":\"text\",\"text\":\"(tool call f removed by ctxkeel: it stood outside "
+                "an assistant message; its arguments were: {})\"}]}]");
     ck_free(out);
     /* A user message whose only part is a misplaced call is kept, with a note. */
     const char *only = "[" AN_USER("{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\","
                        "\"input\":{}}") ",{\"role\":\"assistant\",\"content\":\"ok\"}]";
     INT_EQ(count_issues(only, CK_FORMAT_AUTO, CK_PAIR_MISPLACED), 1);
     out = repair_json(only, CK_FORMAT_AUTO, NULL);
-    OK(out && strstr(out, "\"role\":\"user\"") && strstr(out, "tool call removed"));
+    OK(out && strstr(out, "\"role\":\"user\"") && strstr(out, "removed by ctxkeel"));
     OK(out && strstr(out, "\"content\":\"ok\""));
     ck_free(out);
     repaired_is_clean(only, CK_FORMAT_AUTO);
@@ -132,7 +162,9 @@ TEST(tool_message_with_calls) {
                     "\"tool_calls\":[{\"id\":\"q\",\"function\":{\"name\":\"f\"}}]}]";
     INT_EQ(count_issues(j, CK_FORMAT_AUTO, -1), 2);
     char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
-    STR_EQ(out, "[" U("hi") "]");
+    /* The call's note becomes a user message of its own. */
+    STR_EQ(out, "[" U("hi") "," U("(tool call f removed by ctxkeel: it stood outside an "
+                                   "assistant message; its arguments were: )") "]");
     ck_free(out);
 }
 
@@ -189,18 +221,64 @@ TEST(anthropic_order_and_moves) {
     repaired_is_clean(late, CK_FORMAT_AUTO);
 }
 
+#define AN_IMG "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"iVBORw0K\"}}"
+#define AN_RES_IMG(id) "{\"type\":\"tool_result\",\"tool_use_id\":\"" id "\",\"content\":[" AN_TEXT("shot") "," AN_IMG "]}"
+
+/* An image inside a tool result travels with it: moved with the result, dropped with an
+ * orphan, never left behind as a block of its own. */
+TEST(attached_items_go_with_their_result) {
+    const char *late = "[" AN_CALL("t1") "," AN_USER(AN_TEXT("hey")) ",{\"role\":\"assistant\",\"content\":\"hm\"}," AN_USER(AN_RES_IMG("t1")) "]";
+    INT_EQ(count_issues(late, CK_FORMAT_AUTO, CK_PAIR_NOT_ADJACENT), 1);
+    INT_EQ(count_issues(late, CK_FORMAT_AUTO, -1), 1);
+    char *out = repair_json(late, CK_FORMAT_AUTO, NULL);
+    STR_EQ(out, "[" AN_CALL("t1") "," AN_USER(AN_RES_IMG("t1") "," AN_TEXT("hey")) ",{\"role\":\"assistant\",\"content\":\"hm\"}]");
+    ck_free(out);
+    repaired_is_clean(late, CK_FORMAT_AUTO);
+    /* In place, with text after it: valid, nothing to report. */
+    const char *kept = "[" AN_CALL("t1") "," AN_USER(AN_RES_IMG("t1") "," AN_TEXT("next")) "]";
+    INT_EQ(count_issues(kept, CK_FORMAT_AUTO, -1), 0);
+    const char *orphan = "[" AN_USER(AN_RES_IMG("zz")) "," AN_USER(AN_TEXT("hi")) "]";
+    INT_EQ(count_issues(orphan, CK_FORMAT_AUTO, -1), 1);
+    out = repair_json(orphan, CK_FORMAT_AUTO, NULL);
+    STR_EQ(out, "[" AN_USER(AN_TEXT("hi")) "]");
+    ck_free(out);
+    /* Chat Completions: a tool message with an image part moves whole behind its call. */
+    const char *oa_res = "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":[{\"type\":\"text\",\"text\":\"shot\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,iVBORw0K\"}}]}";
+    char oa[2048];
+    snprintf(oa, sizeof oa, "[%s,%s,%s]", A_CALL("c1"), U("wait"), oa_res);
+    INT_EQ(count_issues(oa, CK_FORMAT_AUTO, CK_PAIR_NOT_ADJACENT), 1);
+    out = repair_json(oa, CK_FORMAT_AUTO, NULL);
+    char want[2048];
+    snprintf(want, sizeof want, "[%s,%s,%s]", A_CALL("c1"), oa_res, U("wait"));
+    STR_EQ(out, want);
+    ck_free(out);
+}
+
+/* A call misplaced in the user message that holds its turn's results leaves its note there. */
+TEST(misplaced_call_beside_results_leaves_a_note) {
+    const char *j = "[" AN_USER(AN_TEXT("go")) "," AN_ASSIST("{\"type\":\"tool_use\",\"id\":\"d\",\"name\":\"bash\",\"input\":{}}") ","
+                    AN_USER(AN_RES("d", "ok") ",{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"bash\",\"input\":{\"cmd\":\"ls\"}}") "]";
+    INT_EQ(count_issues(j, CK_FORMAT_AUTO, CK_PAIR_MISPLACED), 1);
+    char *out = repair_json(j, CK_FORMAT_AUTO, NULL);
+    STR_EQ(out, "[" AN_USER(AN_TEXT("go")) "," AN_ASSIST("{\"type\":\"tool_use\",\"id\":\"d\",\"name\":\"bash\",\"input\":{}}") ","
+                AN_USER(AN_RES("d", "ok") "," AN_TEXT("(tool call bash removed by ctxkeel: it stood outside an assistant message; its arguments were: {\\\"cmd\\\":\\\"ls\\\"})")) "]");
+    ck_free(out);
+    repaired_is_clean(j, CK_FORMAT_AUTO);
+}
+
 TEST(format_detection) {
     const char *mixed = "[" A_CALL("a") "," T_RES("a", "1") "," AN_CALL("t") "]";
     INT_EQ(count_issues(mixed, CK_FORMAT_AUTO, -1), -1000 + CK_EFORMAT);
     const char *an = "[" AN_CALL("t") "]";
     INT_EQ(count_issues(an, CK_FORMAT_OPENAI, -1), -1000 + CK_EFORMAT);
+    /* The dialect is decided as the messages are read: a message of another one is named. */
     ck_error err;
     ck_history *h = ck_json_read(mixed, strlen(mixed), &err);
-    ck_format f;
-    INT_EQ(ck_history_format(h, CK_FORMAT_AUTO, &f, &err), CK_EFORMAT);
+    OK(h == NULL);
+    INT_EQ(err.code, CK_EFORMAT);
     INT_EQ(err.index, 2);
-    OK(strstr(err.where, "messages[2]") != NULL);
-    ck_history_free(h);
+    OK(strstr(err.where, "messages[2] (anthropic, not openai)") != NULL);
+    ck_format f;
     h = ck_json_read("[]", 2, &err);
     INT_EQ(ck_history_format(h, CK_FORMAT_AUTO, &f, &err), CK_OK);
     INT_EQ(f, CK_FORMAT_OPENAI);
@@ -267,10 +345,10 @@ TEST(many_calls) {
 }
 
 HARNESS_MAIN(RUN(valid_openai_is_clean_and_kept) RUN(orphan_result) RUN(missing_result_gets_stub)
-                 RUN(not_adjacent_result_moves) RUN(duplicate_result_dropped)
+                 RUN(not_adjacent_result_moves) RUN(duplicate_result_dropped) RUN(reused_ids_pair_turn_by_turn)
                      RUN(duplicate_call_removed_and_message_kept) RUN(empty_ids)
                          RUN(misplaced_call_in_user_message)
                              RUN(tool_message_with_calls) RUN(parallel_results_stay_together_in_order)
-                                 RUN(anthropic_valid_and_missing) RUN(anthropic_order_and_moves)
+                                 RUN(anthropic_valid_and_missing) RUN(anthropic_order_and_moves) RUN(attached_items_go_with_their_result) RUN(misplaced_call_beside_results_leaves_a_note)
                                      RUN(format_detection) RUN(issue_names_and_violation_fields)
                                          RUN(allocation_failures) RUN(many_calls))

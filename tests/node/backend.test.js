@@ -122,15 +122,24 @@ for (const async of [false, true]) {
           assert.ok(view.content.includes(`full text: ${o.path}\n`));
           assert.equal(await c.readEvidence(o.path, { limit: 100000 }), m.content);
         }
-        // Search reads through get too: one output, then the whole session.
+        // Search reads through get too: one output, then the whole session. Lines count from
+        // 0, so reading at the line found lands on it.
         const hits = await c.searchEvidence('toolu_43', 'Unable to locate');
-        assert.deepEqual(hits, [{ ref: 'toolu_43', line: 30,
+        assert.deepEqual(hits, [{ ref: 'toolu_43', line: 29,
           text: 'E: Unable to locate package llvm-dev' }]);
+        const log = messages.find((m) => m.tool_call_id === 'toolu_43').content;
+        assert.equal(await c.readEvidence('toolu_43', { offset: 29, limit: 1 }),
+          log.split('\n')[29] + (log.split('\n').length > 30 ? '\n' : ''));
+        assert.equal(log.split('\n')[29], 'E: Unable to locate package llvm-dev');
         const all = await c.searchEvidence(null, 'Temporary failure resolving');
         assert.ok(all.length >= 4 && all.every((hit) => hit.ref === 'toolu_43'));
         // Evidence went to the backend only; the audit log stays under storeDir.
+        // (beside the log, the store's key for the records' integrity tags, private).
         const files = walk(c.options.storeDir);
-        assert.deepEqual(files, [path.join('compactions', `${c.sessionId}.jsonl`)]);
+        assert.deepEqual(files, [path.join('compactions', '.key'),
+          path.join('compactions', `${c.sessionId}.jsonl`)]);
+        assert.equal(fs.statSync(path.join(c.options.storeDir, 'compactions', '.key')).mode &
+          0o777, 0o600);
         assert.ok(backend.calls.every(([, key]) => KEY.test(key)));
       });
 
@@ -147,14 +156,21 @@ for (const async of [false, true]) {
         assert.ok(read instanceof Promise);
         assert.equal(await read, 'line 299');
         assert.deepEqual(await c.searchEvidence(null, '^line 12$'),
-          [{ ref: 'call_x', line: 13, text: 'line 12' }]);
-        const answer = await c.handleReadEvidence(h.call('r1', 'read_evidence',
+          [{ ref: 'call_x', line: 12, text: 'line 12' }]);
+        const pendingAnswer = c.handleReadEvidence(h.call('r1', 'read_evidence',
           JSON.stringify({ ref: 'call_x', offset: 0, limit: 2 })));
-        assert.equal(answer.content, 'line 0\nline 1\n\n[ctxkeel: more lines follow; call ' +
-          'read_evidence with ref "call_x" and offset 2]');
+        assert.ok(pendingAnswer instanceof Promise);
+        const answer = await pendingAnswer;
+        assert.deepEqual(answer, { role: 'tool', tool_call_id: 'r1', content: 'line 0\nline 1\n' });
+        // A pattern searches through get as well; each match names the offset that reads it.
+        const found = await c.handleReadEvidence(h.call('r3', 'read_evidence',
+          JSON.stringify({ pattern: '^line 12$' })));
+        assert.equal(found.content, 'ref="call_x" offset=12: line 12\n');
         const unknown = await c.handleReadEvidence(h.call('r2', 'read_evidence',
           JSON.stringify({ ref: 'nope' })));
-        assert.match(unknown.content, /no evidence named "nope"/);
+        assert.match(unknown.content, /^read_evidence: cannot read nope: no evidence/);
+        // The call's own shape is the host's mistake: a rejection, not an answer.
+        await assert.rejects(c.handleReadEvidence(h.call('r4', 'bash', '{}')), RangeError);
         await assert.rejects(c.readEvidence('nope'), (err) => err instanceof InputError &&
           err.code === 'CK_EINVAL');
         // Argument errors reject too, rather than throw.
@@ -340,5 +356,80 @@ describe('a backend: wrong answers, keys, busy rule, lifetimes', () => {
     const backend = mapBackend();
     const c = new Compactor({ contextWindow: 10, storeDir: store, backend });
     assert.equal(c.options.backend, backend);
+  });
+});
+
+describe('a backend that never answers', () => {
+  /** put and get return Promises that never settle; `calls` records them. */
+  function hung() {
+    const calls = [];
+    return {
+      calls,
+      put(key) {
+        calls.push(['put', key]);
+        return new Promise(() => {});
+      },
+      get(key) {
+        calls.push(['get', key]);
+        return new Promise(() => {});
+      },
+    };
+  }
+
+  const history = s.syntheticHistory(30);
+  const window = Math.ceil(estimateTokens(history) / 0.65);
+
+  it('times out after backendTimeout: outputs stay in the view, the record says why, ' +
+    'nothing stays busy', { timeout: 60000 }, async () => {
+    const backend = hung();
+    const c = compactor(backend, { contextWindow: window, backendTimeout: 0.2 });
+    assert.equal(c.options.backendTimeout, 0.2);
+    const result = await c.compact(history);
+    assert.equal(result.tier, 'warn');
+    assert.deepEqual(result.record.offloaded, []);
+    assert.ok(result.messages.every((m) => history.includes(m)));
+    assert.match(result.record.error, /backend timed out after 0\.2 s/);
+    // One wait per step: the backend is not called again once it timed out.
+    assert.match(result.record.error, /backend timed out earlier in this call/);
+    assert.equal(backend.calls.length, 1);
+    // The compactor is free: the next calls run, and time out the same way.
+    const again = await c.compact(history);
+    assert.deepEqual(again.record.offloaded, []);
+    const message = h.tool('call_big', 'z'.repeat(100000));
+    assert.equal(await c.offload(message), message);
+    await assert.rejects(c.readEvidence('call_big'), { code: 'CK_EIO', message: /timed out/ });
+    await assert.rejects(c.searchEvidence('call_big', 'z'), { code: 'CK_EIO' });
+    assert.equal(backend.calls.length, 5);
+    c.observeUsage(100); // not busy
+  });
+
+  it('stops waiting when the signal given to compact() aborts', { timeout: 60000 }, async () => {
+    const backend = hung();
+    const c = compactor(backend, { contextWindow: window, backendTimeout: 3600 });
+    const controller = new AbortController();
+    const pending = c.compact(history, { signal: controller.signal });
+    while (backend.calls.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const reason = new Error('the user pressed stop');
+    controller.abort(reason);
+    await assert.rejects(pending, (err) => err.name === 'AbortError' && err.cause === reason);
+    assert.equal(backend.calls.length, 1);
+    c.reset(); // not busy
+    c.observeUsage(100);
+  });
+
+  it('takes backendTimeout within the core\'s range only', () => {
+    const store = s.tmpStore();
+    const backend = mapBackend();
+    assert.equal(new Compactor({ contextWindow: 10, storeDir: store, backend })
+      .options.backendTimeout, 10);
+    for (const bad of [0, -1, NaN, Infinity, 86401]) {
+      assert.throws(() => new Compactor({ contextWindow: 10, storeDir: store, backend,
+        backendTimeout: bad }), { name: 'InputError', code: 'CK_EINVAL', where: 'backend_timeout' },
+      String(bad));
+    }
+    for (const bad of ['10', true, {}]) {
+      assert.throws(() => new Compactor({ contextWindow: 10, storeDir: store, backend,
+        backendTimeout: bad }), { name: 'TypeError', message: /options\.backendTimeout/ });
+    }
   });
 });

@@ -44,7 +44,11 @@ async function keepAlive(fn) {
   }
 }
 
+// Most of this history's size is in large tool outputs: offloads alone bring it to the target,
+// so no compaction folds anything. FOLD has one large output in thirty turns: a compaction of
+// it has to fold (and summarize) the oldest part of the span.
 const HISTORY = s.syntheticHistory(30);
+const FOLD = s.syntheticHistory(30, 1, { bigEvery: 15 });
 
 describe('new Compactor()', () => {
   it('fills in the defaults and reports them', () => {
@@ -56,6 +60,8 @@ describe('new Compactor()', () => {
     assert.equal(o.offloadThreshold, 4000);
     assert.equal(o.toolOffloadThreshold, 10000);
     assert.equal(o.summaryMaxTokens, 5000);
+    assert.equal(o.target, 0.5);
+    assert.equal(o.keepTailTokens, 25000);
     assert.equal(o.summarizeTimeout, 60);
     assert.equal(o.estimator, 'default');
     assert.equal(o.format, 'auto');
@@ -74,13 +80,13 @@ describe('new Compactor()', () => {
       contextWindow: 5000, sessionId: 'opts', storeDir: store, warn: 0.5, soft: 0.6, full: 0.7,
       emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
       summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
-      pinFirstUser: false, onCompaction: null,
+      pinFirstUser: false, onCompaction: null, backendTimeout: 2.5, target: 0.4, keepTailTokens: 900,
     });
     assert.deepEqual({ ...c.options }, {
       contextWindow: 5000, sessionId: 'opts', storeDir: store, warn: 0.5, soft: 0.6, full: 0.7,
       emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
       summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
-      pinFirstUser: false,
+      pinFirstUser: false, backendTimeout: 2.5, target: 0.4, keepTailTokens: 900,
     });
   });
 
@@ -165,21 +171,77 @@ describe('compact(): tiers and views', () => {
   });
 
   for (const [tier, ratio] of [['soft', 0.75], ['full', 0.85]]) {
-    it(`summarizes once at ${tier} and brings the view under the soft limit`, async () => {
-      const { compactor, window } = compactorAt(HISTORY, ratio);
+    it(`summarizes once at ${tier} and brings the view to the target`, async () => {
+      const { compactor, window } = compactorAt(FOLD, ratio);
       const summarize = s.scripted();
-      const before = structuredClone(HISTORY);
-      const result = await compactor.compact(HISTORY, { summarize });
-      assert.deepEqual(HISTORY, before);
+      const before = structuredClone(FOLD);
+      const result = await compactor.compact(FOLD, { summarize });
+      assert.deepEqual(FOLD, before);
       assert.equal(result.tier, tier);
       assert.equal(summarize.requests.length, 1);
       assert.equal(result.record.fallback, null);
       assert.ok(result.record.summarized > 0);
       assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
-      assert.ok(result.tokensAfter <= 0.7 * window);
-      s.assertView(HISTORY, result, { window });
+      // Every compaction aims at the target (0.5), well under the soft limit.
+      assert.ok(result.ratioAfter <= 0.5, `ratio after ${result.ratioAfter}`);
+      assert.ok(result.tokensAfter <= 0.5 * window);
+      assert.ok(Math.abs(result.ratioBefore - ratio) < 0.01, String(result.ratioBefore));
+      s.assertView(FOLD, result, { window });
     });
   }
+
+  it('folds nothing when offloads alone reach the target, whatever the tier', async () => {
+    for (const [tier, ratio] of [['soft', 0.75], ['full', 0.85], ['emergency', 0.97]]) {
+      const { compactor, window } = compactorAt(HISTORY, ratio);
+      const summarize = s.scripted();
+      const result = await compactor.compact(HISTORY, { summarize });
+      assert.equal(result.tier, tier);
+      assert.equal(summarize.requests.length, 0, `${tier}: a summary was asked for`);
+      assert.equal(result.messages.some(s.isCheckpoint), false, `${tier}: something was folded`);
+      assert.equal(result.messages.length, HISTORY.length);
+      assert.equal(result.record.summarized, 0);
+      assert.equal(result.record.checkpoint, null);
+      assert.ok(result.record.offloaded.length > 0);
+      assert.ok(result.ratioAfter <= 0.5, `${tier}: ratio after ${result.ratioAfter}`);
+      s.assertView(HISTORY, result, { window });
+    }
+  });
+
+  it('takes target and keepTailTokens, checked by the core', async () => {
+    const { compactor, window } = compactorAt(FOLD, 0.75, { target: 0.3 });
+    assert.equal(compactor.options.target, 0.3);
+    assert.equal(compactor.options.keepTailTokens, Math.floor(window / 4));
+    const result = await compactor.compact(FOLD);
+    assert.equal(result.tier, 'soft');
+    assert.ok(result.ratioAfter <= 0.3, `ratio after ${result.ratioAfter}`);
+    s.assertView(FOLD, result, { window });
+    // The newest output (10 KB) fits the default tail budget (window / 4) and stays verbatim;
+    // with a budget of 300 tokens it becomes a placeholder, its text in the store.
+    const newest = FOLD[FOLD.length - 1];
+    const wide = await compactorAt(FOLD, 0.85).compactor.compact(FOLD);
+    assert.equal(wide.messages[wide.messages.length - 1], newest);
+    const narrow = compactorAt(FOLD, 0.85, { keepTailTokens: 300 });
+    assert.equal(narrow.compactor.options.keepTailTokens, 300);
+    const small = await narrow.compactor.compact(FOLD);
+    const last = small.messages[small.messages.length - 1];
+    assert.notEqual(last, newest);
+    assert.equal(last.tool_call_id, newest.tool_call_id);
+    assert.ok(last.content.startsWith(s.PLACEHOLDER));
+    assert.equal(narrow.compactor.readEvidence(newest.tool_call_id, { limit: 1e6 }),
+      newest.content);
+    s.assertView(FOLD, small, { window: narrow.window });
+    assert.throws(() => new Compactor({ contextWindow: 1000, target: 0.7 }),
+      { name: 'InputError', code: 'CK_EINVAL', where: 'target' });
+    assert.throws(() => new Compactor({ contextWindow: 1000, soft: 0.65, full: 0.7, warn: 0.5,
+      target: 0.66 }), { code: 'CK_EINVAL', where: 'target' });
+    assert.throws(() => new Compactor({ contextWindow: 1000, target: 0 }),
+      { name: 'RangeError', message: /options\.target/ });
+    assert.throws(() => new Compactor({ contextWindow: 1000, target: '0.4' }),
+      { name: 'TypeError', message: /options\.target/ });
+    assert.throws(() => new Compactor({ contextWindow: 1000, keepTailTokens: 0 }),
+      { name: 'RangeError', message: /options\.keepTailTokens/ });
+    assert.throws(() => new Compactor({ contextWindow: 1000, keepTailTokens: 2.5 }), RangeError);
+  });
 
   it('folds without a model at emergency', async () => {
     // Outputs too small to offload, so the span has to be folded.
@@ -195,18 +257,18 @@ describe('compact(): tiers and views', () => {
   });
 
   it('uses the extractive summarizer when none is given, not as a fallback', async () => {
-    const { compactor, window } = compactorAt(HISTORY, 0.75);
-    const result = await compactor.compact(HISTORY);
+    const { compactor, window } = compactorAt(FOLD, 0.75);
+    const result = await compactor.compact(FOLD);
     assert.equal(result.tier, 'soft');
     assert.equal(result.record.fallback, null);
     assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
-    s.assertView(HISTORY, result, { window });
+    s.assertView(FOLD, result, { window });
   });
 
   it('hands the summarizer the request with the caller\'s own messages', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
+    const { compactor } = compactorAt(FOLD, 0.75);
     const summarize = s.scripted();
-    await compactor.compact(HISTORY, { summarize });
+    await compactor.compact(FOLD, { summarize });
     const [request] = summarize.requests;
     assert.deepEqual(Object.keys(request).sort(),
       ['maxTokens', 'messages', 'previous', 'prompt', 'system', 'tier'].sort());
@@ -216,9 +278,9 @@ describe('compact(): tiers and views', () => {
     assert.equal(request.tier, 'soft');
     assert.equal(request.previous, null);
     assert.ok(request.messages.length > 0);
-    const start = HISTORY.indexOf(request.messages[0]);
+    const start = FOLD.indexOf(request.messages[0]);
     assert.ok(start >= 0, 'request.messages are not the caller\'s objects');
-    request.messages.forEach((m, k) => assert.equal(m, HISTORY[start + k]));
+    request.messages.forEach((m, k) => assert.equal(m, FOLD[start + k]));
   });
 
   it('counts the tool schemas', async () => {
@@ -329,11 +391,11 @@ describe('compact(): agent loops', () => {
 
 describe('compact(): state', () => {
   it('needs no summarize call on the next turn', async () => {
-    const { compactor, window } = compactorAt(HISTORY, 0.75);
+    const { compactor, window } = compactorAt(FOLD, 0.75);
     const summarize = s.scripted();
-    const first = await compactor.compact(HISTORY, { summarize });
+    const first = await compactor.compact(FOLD, { summarize });
     assert.equal(summarize.requests.length, 1);
-    const next = [...HISTORY, h.asst(h.call('next_1')), h.tool('next_1', 'ok')];
+    const next = [...FOLD, h.asst(h.call('next_1')), h.tool('next_1', 'ok')];
     const second = await compactor.compact(next, { summarize });
     assert.equal(summarize.requests.length, 1);
     const checkpoint = second.messages.find(s.isCheckpoint);
@@ -342,9 +404,9 @@ describe('compact(): state', () => {
   });
 
   it('recognizes its view written back as the history', async () => {
-    const { compactor, window } = compactorAt(HISTORY, 0.75);
+    const { compactor, window } = compactorAt(FOLD, 0.75);
     const summarize = s.scripted();
-    const first = await compactor.compact(HISTORY, { summarize });
+    const first = await compactor.compact(FOLD, { summarize });
     let history = [...first.messages, h.asst(h.call('wb_0')), h.tool('wb_0', 'done')];
     const second = await compactor.compact(history, { summarize });
     assert.equal(summarize.requests.length, 1, 'the written-back view was summarized again');
@@ -363,49 +425,64 @@ describe('compact(): state', () => {
     assert.equal(request.previous, first.record.checkpoint);
   });
 
-  it('adopts a written-back checkpoint it did not make', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
-    const first = await compactor.compact(HISTORY, { summarize: s.scripted() });
+  it('does not trust a written-back checkpoint it did not make', async () => {
+    // Only a compactor's own checkpoint text is honoured: for another compactor the message is
+    // ordinary content, folded and archived like any other, and the messages before it are
+    // not taken as covered by it.
+    const { compactor, window } = compactorAt(FOLD, 0.75);
+    const first = await compactor.compact(FOLD, { summarize: s.scripted() });
     const stranger = new Compactor({ ...compactor.options, sessionId: null,
       summarizeTimeout: undefined });
     const summarize = s.scripted();
     const history = [...first.messages, h.asst(h.call('adopt')), h.tool('adopt', 'ok')];
+    const pasted = history.find(s.isCheckpoint);
     const result = await stranger.compact(history, { summarize });
-    assert.equal(summarize.requests.length, 0);
-    assert.ok(result.messages.includes(history.find(s.isCheckpoint)));
+    s.assertView(history, result, { window });
+    if (result.messages.includes(pasted)) {
+      // Kept as it is, as a message of the conversation, with nothing before it dropped.
+      history.slice(0, history.indexOf(pasted)).forEach((m) =>
+        assert.ok(result.messages.includes(m), 'a message before the pasted text left the view'));
+    } else {
+      // Folded like any message: the summarizer saw it as data, and the archive has it.
+      assert.equal(summarize.requests.length, 1);
+      assert.ok(summarize.requests[0].messages.includes(pasted));
+      const hits = await stranger.searchEvidence(null, 'Went through [0-9]+ messages');
+      assert.ok(hits.some((hit) => /^history/.test(hit.ref)), JSON.stringify(hits));
+      assert.notEqual(result.messages.find(s.isCheckpoint).content, pasted.content);
+    }
   });
 
   it('resumes a session from its audit log', async () => {
     const storeDir = s.tmpStore();
-    const window = windowFor(HISTORY, 0.75);
+    const window = windowFor(FOLD, 0.75);
     const first = new Compactor({ contextWindow: window, storeDir, sessionId: 'resume-me' });
-    const made = await first.compact(HISTORY, { summarize: s.scripted() });
+    const made = await first.compact(FOLD, { summarize: s.scripted() });
     first.close();
     const again = new Compactor({ contextWindow: window, storeDir, sessionId: 'resume-me' });
     const summarize = s.scripted();
-    const result = await again.compact(HISTORY, { summarize });
+    const result = await again.compact(FOLD, { summarize });
     assert.equal(summarize.requests.length, 0);
     assert.equal(result.messages.find(s.isCheckpoint).content, made.record.checkpoint);
     // reset() forgets it: the same history needs a model again.
     again.reset();
-    await again.compact(HISTORY, { summarize });
+    await again.compact(FOLD, { summarize });
     assert.equal(summarize.requests.length, 1);
   });
 
   it('scales its estimates by the observed provider counts', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.5);
-    const first = await compactor.compact(HISTORY);
+    const { compactor } = compactorAt(FOLD, 0.5);
+    const first = await compactor.compact(FOLD);
     assert.equal(first.tier, 'none');
     assert.equal(compactor.usageFactor, 1);
     // The provider counted 1.5 times the estimate of the view it was sent.
     compactor.observeUsage(Math.round(first.tokensAfter * 1.5));
     assert.ok(Math.abs(compactor.usageFactor - 1.5) < 0.01, String(compactor.usageFactor));
     const summarize = s.scripted();
-    const biased = await compactor.compact(HISTORY, { summarize });
+    const biased = await compactor.compact(FOLD, { summarize });
     assert.equal(biased.tier, 'soft');
     assert.equal(summarize.requests.length, 1);
-    const { compactor: fresh } = compactorAt(HISTORY, 0.5);
-    assert.equal((await fresh.compact(HISTORY)).tier, 'none');
+    const { compactor: fresh } = compactorAt(FOLD, 0.5);
+    assert.equal((await fresh.compact(FOLD)).tier, 'none');
     compactor.observeUsage(0);
     assert.ok(Math.abs(compactor.usageFactor - 1.5) < 0.01, 'a reading of 0 counted');
     assert.throws(() => compactor.observeUsage(-1), RangeError);
@@ -428,25 +505,25 @@ describe('compact(): summarizer failures fall back', () => {
   ];
   for (const [label, summarize, why] of FAILURES) {
     it(`when the summarizer ${label}`, () => keepAlive(async () => {
-      const { compactor, window } = compactorAt(HISTORY, 0.75, { summarizeTimeout: 0.2 });
-      const before = structuredClone(HISTORY);
-      const result = await compactor.compact(HISTORY, { summarize });
-      assert.deepEqual(HISTORY, before);
+      const { compactor, window } = compactorAt(FOLD, 0.75, { summarizeTimeout: 0.2 });
+      const before = structuredClone(FOLD);
+      const result = await compactor.compact(FOLD, { summarize });
+      assert.deepEqual(FOLD, before);
       assert.equal(result.tier, 'soft');
       assert.match(result.record.fallback, why);
       assert.equal(result.messages.filter(s.isCheckpoint).length, 1);
-      s.assertView(HISTORY, result, { window });
+      s.assertView(FOLD, result, { window });
       // The fallback checkpoint is state like any other: the next turn needs no model.
       const next = s.scripted();
-      await compactor.compact(HISTORY, { summarize: next });
+      await compactor.compact(FOLD, { summarize: next });
       assert.equal(next.requests.length, 0);
     }));
   }
 
   it('tells a timed-out summarizer to stop', () => keepAlive(async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75, { summarizeTimeout: 0.1 });
+    const { compactor } = compactorAt(FOLD, 0.75, { summarizeTimeout: 0.1 });
     let signal = null;
-    await compactor.compact(HISTORY, {
+    await compactor.compact(FOLD, {
       summarize: (request, context) => {
         signal = context.signal;
         return new Promise(() => {});
@@ -459,25 +536,52 @@ describe('compact(): summarizer failures fall back', () => {
 describe('compact(): the audit record', () => {
   it('passes each record to onCompaction with the fields of DESIGN section 8', async () => {
     const records = [];
-    const { compactor } = compactorAt(HISTORY, 0.75, {
+    const { compactor } = compactorAt(FOLD, 0.75, {
       sessionId: 'audit-1',
       onCompaction: (record) => records.push(record),
     });
-    const result = await compactor.compact(HISTORY, { summarize: s.scripted() });
+    const result = await compactor.compact(FOLD, { summarize: s.scripted() });
     assert.equal(records.length, 1);
     const [record] = records;
     assert.deepEqual(record, result.record);
     for (const key of ['id', 'session_id', 'timestamp', 'tier', 'tokens_before', 'tokens_after',
       'msgs_before', 'msgs_after', 'summarized', 'preserved_tail', 'offloaded', 'anchors',
-      'checkpoint', 'covered', 'duration_ms', 'error', 'fallback', 'estimator']) {
+      'checkpoint', 'covered', 'duration_ms', 'error', 'fallback', 'estimator',
+      'notes', 'ratio_before', 'ratio_after', 'window', 'repairs', 'archived', 'state', 'mac']) {
       assert.ok(key in record, `the record lacks ${key}`);
     }
+    // The ratios the tiers were chosen on, as on the result.
+    assert.equal(record.ratio_before, result.ratioBefore);
+    assert.equal(record.ratio_after, result.ratioAfter);
+    assert.equal(record.window, compactor.options.contextWindow);
+    assert.deepEqual(record.repairs, []);
+    assert.deepEqual(result.repairs, []);
+    // Routine decisions are notes; error is for failures only.
+    assert.ok(Array.isArray(record.notes));
+    assert.equal(record.error, null);
+    // The folded span was archived before it left the view, and reads back by its ref.
+    assert.ok(record.archived.length >= 1);
+    let archived = '';
+    for (const chunk of record.archived) {
+      assert.match(chunk.ref, /^history:\d+-\d+$/);
+      assert.equal(chunk.ref, `history:${chunk.first}-${chunk.end}`);
+      const text = compactor.readEvidence(chunk.ref, { limit: 1e6 });
+      assert.equal(compactor.readEvidence(chunk.path, { limit: 1e6 }), text);
+      archived += text;
+    }
+    assert.ok(record.checkpoint.includes(`read_evidence(ref="${record.archived[0].ref}"`));
+    assert.ok(archived.includes(FOLD[2].content), 'the archive lacks a folded message');
+    assert.equal(record.state.kind, 'snapshot');
+    assert.match(record.mac, /^[0-9a-f]{64}$/);
+    // preserved_tail counts the messages kept after the folded span.
+    const cp = result.messages.findIndex(s.isCheckpoint);
+    assert.equal(record.preserved_tail, result.messages.length - cp - 1);
     assert.equal(record.session_id, 'audit-1');
     assert.equal(record.tier, 'soft');
     assert.ok(!Number.isNaN(Date.parse(record.timestamp)));
     assert.equal(record.tokens_before, result.tokensBefore);
     assert.equal(record.tokens_after, result.tokensAfter);
-    assert.equal(record.msgs_before, HISTORY.length);
+    assert.equal(record.msgs_before, FOLD.length);
     assert.equal(record.msgs_after, result.messages.length);
     assert.ok(record.offloaded.length > 0);
     for (const o of record.offloaded) {
@@ -485,7 +589,7 @@ describe('compact(): the audit record', () => {
       for (const key of ['bytes', 'lines', 'path', 'tool_call_id', 'tool_name']) {
         assert.ok(key in o, `an offloaded entry lacks ${key}`);
       }
-      assert.equal(o.bytes, Buffer.byteLength(HISTORY.find((m) => m.tool_call_id ===
+      assert.equal(o.bytes, Buffer.byteLength(FOLD.find((m) => m.tool_call_id ===
         o.tool_call_id).content));
     }
     assert.equal(record.anchors.user_intent,
@@ -512,6 +616,9 @@ describe('compact(): the audit record', () => {
     assert.equal(lines.length, written.length);
     assert.deepEqual(lines.map((l) => JSON.parse(l)), written);
     assert.equal(fs.statSync(log).mode & 0o777, 0o600);
+    // The first record holds the whole state; later ones what changed (a snapshot every 16).
+    assert.deepEqual(written.map((r) => r.state.kind),
+      written.map((r, i) => (i % 16 === 0 ? 'snapshot' : 'delta')));
   });
 
   it('reports an onCompaction that throws or rejects as a warning', async () => {
@@ -521,8 +628,8 @@ describe('compact(): the audit record', () => {
     try {
       for (const onCompaction of [() => { throw new Error('sink full'); },
         async () => { throw new Error('sink gone'); }]) {
-        const { compactor } = compactorAt(HISTORY, 0.75, { onCompaction });
-        const result = await compactor.compact(HISTORY, { summarize: s.scripted() });
+        const { compactor } = compactorAt(FOLD, 0.75, { onCompaction });
+        const result = await compactor.compact(FOLD, { summarize: s.scripted() });
         assert.equal(result.tier, 'soft');
       }
       await sleep(20);
@@ -537,11 +644,11 @@ describe('compact(): the audit record', () => {
 
 describe('compact(): async contract', () => {
   it('rejects promptly when the signal aborts mid-summary, and stays usable', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
+    const { compactor } = compactorAt(FOLD, 0.75);
     const controller = new AbortController();
     let seen = null;
     const started = Date.now();
-    const pending = compactor.compact(HISTORY, {
+    const pending = compactor.compact(FOLD, {
       signal: controller.signal,
       summarize: (request, context) => {
         seen = context.signal;
@@ -557,20 +664,18 @@ describe('compact(): async contract', () => {
     });
     assert.ok(Date.now() - started < 1000);
     assert.equal(seen.aborted, true);
-    // Usable after (the outputs the aborted compaction offloaded keep their placeholders, so
-    // another session's history is what still needs a summary).
-    const other = s.syntheticHistory(30, 9);
+    // Usable after, and left as it was: the same history needs its summary again.
     const summarize = s.scripted();
-    const result = await compactor.compact(other, { summarize });
-    assert.ok(s.atLeast(result.tier, 'soft'), result.tier);
+    const result = await compactor.compact(FOLD, { summarize });
+    assert.equal(result.tier, 'soft');
     assert.equal(summarize.requests.length, 1);
-    s.assertView(other, result, { window: compactor.options.contextWindow });
+    s.assertView(FOLD, result, { window: compactor.options.contextWindow });
   });
 
   it('leaves no listener on the caller\'s signal', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
+    const { compactor } = compactorAt(FOLD, 0.75);
     const controller = new AbortController();
-    const result = await compactor.compact(HISTORY, { summarize: s.scripted(),
+    const result = await compactor.compact(FOLD, { summarize: s.scripted(),
       signal: controller.signal });
     assert.equal(result.record.fallback, null);
     assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
@@ -579,7 +684,7 @@ describe('compact(): async contract', () => {
   it('does not keep the process alive with its summarize timer', () => {
     const script = `
       const ck = require(${JSON.stringify(path.join(h.repoRoot, 'node', 'index.js'))});
-      const history = ${JSON.stringify(HISTORY)};
+      const history = ${JSON.stringify(FOLD)};
       const c = new ck.Compactor({ storeDir: process.argv[1],
         contextWindow: Math.ceil(ck.estimateTokens(history) / 0.75) });
       c.compact(history, { summarize: () => new Promise(() => {}) });
@@ -592,20 +697,20 @@ describe('compact(): async contract', () => {
   });
 
   it('rejects at once for a signal aborted already', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
+    const { compactor } = compactorAt(FOLD, 0.75);
     const summarize = s.scripted();
-    await assert.rejects(compactor.compact(HISTORY, { summarize, signal: AbortSignal.abort() }),
+    await assert.rejects(compactor.compact(FOLD, { summarize, signal: AbortSignal.abort() }),
       { name: 'AbortError' });
     assert.equal(summarize.requests.length, 0);
-    assert.equal((await compactor.compact(HISTORY, { summarize })).tier, 'soft');
+    assert.equal((await compactor.compact(FOLD, { summarize })).tier, 'soft');
   });
 
   it('keeps the event loop free while the summarizer works', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
+    const { compactor } = compactorAt(FOLD, 0.75);
     let ticks = 0;
     const timer = setInterval(() => ticks++, 10);
     try {
-      const result = await compactor.compact(HISTORY, {
+      const result = await compactor.compact(FOLD, {
         summarize: async (request) => {
           await sleep(200);
           return s.checkpointFor(request);
@@ -619,15 +724,15 @@ describe('compact(): async contract', () => {
   });
 
   it('runs two compactors side by side', async () => {
-    const a = compactorAt(HISTORY, 0.75).compactor;
-    const b = compactorAt(HISTORY, 0.85).compactor;
+    const a = compactorAt(FOLD, 0.75).compactor;
+    const b = compactorAt(FOLD, 0.85).compactor;
     const slow = (ms) => async (request) => {
       await sleep(ms);
       return s.checkpointFor(request);
     };
     const [ra, rb] = await Promise.all([
-      a.compact(HISTORY, { summarize: slow(80) }),
-      b.compact(HISTORY, { summarize: slow(40) }),
+      a.compact(FOLD, { summarize: slow(80) }),
+      b.compact(FOLD, { summarize: slow(40) }),
     ]);
     assert.deepEqual([ra.tier, rb.tier], ['soft', 'full']);
     assert.equal(ra.record.fallback, null);
@@ -635,23 +740,23 @@ describe('compact(): async contract', () => {
   });
 
   it('refuses a second compact() on the same compactor with CK_EBUSY', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
-    const first = compactor.compact(HISTORY, {
+    const { compactor } = compactorAt(FOLD, 0.75);
+    const first = compactor.compact(FOLD, {
       summarize: async (request) => {
         await sleep(50);
         return s.checkpointFor(request);
       },
     });
-    await assert.rejects(compactor.compact(HISTORY),
+    await assert.rejects(compactor.compact(FOLD),
       { name: 'CtxkeelError', code: 'CK_EBUSY', message: 'ctxkeel: concurrent use of Compactor' });
     assert.throws(() => compactor.reset(), { code: 'CK_EBUSY' });
     assert.equal((await first).tier, 'soft');
-    assert.equal((await compactor.compact(HISTORY)).tier, 'none');
+    assert.equal((await compactor.compact(FOLD)).tier, 'none');
   });
 
   it('compacts the list as it was when called, even if the caller grows it meanwhile', async () => {
-    const { compactor, window } = compactorAt(HISTORY, 0.75);
-    const history = HISTORY.slice();
+    const { compactor, window } = compactorAt(FOLD, 0.75);
+    const history = FOLD.slice();
     const newest = history[history.length - 1];
     const result = await compactor.compact(history, {
       summarize: async (request) => {
@@ -661,7 +766,7 @@ describe('compact(): async contract', () => {
       },
     });
     assert.equal(result.messages[result.messages.length - 1], newest);
-    s.assertView(HISTORY, result, { window });
+    s.assertView(FOLD, result, { window });
   });
 
   it('throws CK_ECLOSED after close()', async () => {
@@ -672,15 +777,16 @@ describe('compact(): async contract', () => {
     await assert.rejects(compactor.compact(HISTORY), { code: 'CK_ECLOSED' });
     for (const call of [() => compactor.sessionId, () => compactor.usageFactor,
       () => compactor.options, () => compactor.reset(), () => compactor.observeUsage(1),
-      () => compactor.offload(h.tool('x', 'y')), () => compactor.readEvidence('x'),
-      () => compactor.searchEvidence(null, 'x')]) {
+      () => compactor.offload(h.tool('x', 'y')), () => compactor.readEvidence('x')]) {
       assert.throws(call, { name: 'CtxkeelError', code: 'CK_ECLOSED' });
     }
+    await assert.rejects(compactor.searchEvidence(null, 'x'),
+      { name: 'CtxkeelError', code: 'CK_ECLOSED' });
   });
 
   it('rejects a pending compact() with CK_ECLOSED when closed meanwhile', async () => {
-    const { compactor } = compactorAt(HISTORY, 0.75);
-    const pending = compactor.compact(HISTORY, {
+    const { compactor } = compactorAt(FOLD, 0.75);
+    const pending = compactor.compact(FOLD, {
       summarize: async (request) => {
         await sleep(30);
         return s.checkpointFor(request);
@@ -719,8 +825,8 @@ describe('Compactor in other threads and processes', () => {
   it('works inside worker threads, several at once', async () => {
     const workerData = {
       index,
-      window: windowFor(HISTORY, 0.75),
-      history: HISTORY,
+      window: windowFor(FOLD, 0.75),
+      history: FOLD,
       reply: '## User Intent\nfix the test\n## Next Steps\nrun it, messages: ',
     };
     const results = await Promise.all([1, 2, 3].map(() =>
@@ -742,7 +848,7 @@ describe('Compactor in other threads and processes', () => {
         return new Promise(() => {});
       } });`;
     const worker = new Worker(code, { eval: true, workerData: {
-      index, window: windowFor(HISTORY, 0.75), history: HISTORY, store: s.tmpStore() } });
+      index, window: windowFor(FOLD, 0.75), history: FOLD, store: s.tmpStore() } });
     await new Promise((resolve, reject) => {
       worker.once('message', resolve);
       worker.once('error', reject);
@@ -753,7 +859,7 @@ describe('Compactor in other threads and processes', () => {
   it('frees compactors and pending jobs under garbage collection', () => {
     const script = `
       const ck = require(${JSON.stringify(index)});
-      const history = ${JSON.stringify(HISTORY)};
+      const history = ${JSON.stringify(FOLD)};
       const store = process.argv[1];
       const window = Math.ceil(ck.estimateTokens(history) / 0.75);
       (async () => {

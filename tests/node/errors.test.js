@@ -228,11 +228,15 @@ describe('statusCodes', () => {
     CK_ETYPE: 'value has the wrong type',
     CK_EMISSING: 'required field is missing',
     CK_EFORMAT: 'messages do not match the message format',
+    CK_ECONFLICT: 'object was changed by another writer',
+    CK_EOVERFLOW: 'the pinned messages alone do not fit the context window',
   };
 
-  it('lists every code of CK_STATUS_LIST, 0 down to -15, in order', () => {
+  it('lists every code of CK_STATUS_LIST, 0 down to -17, in order', () => {
     const entries = Object.entries(ctxkeel.statusCodes);
-    assert.equal(entries.length, 16);
+    assert.equal(entries.length, 18);
+    assert.deepEqual(entries.slice(-3).map(([name]) => name),
+      ['CK_ESTATE', 'CK_ECONFLICT', 'CK_EOVERFLOW']);
     entries.forEach(([name, entry], i) => {
       assert.match(name, /^CK_[A-Z0-9]+$/);
       assert.deepEqual(Object.keys(entry), ['code', 'text']);

@@ -28,24 +28,15 @@ describe('estimateTokens on strings', () => {
     assert.ok(Number.isInteger(est('some text')));
   });
 
-  // Exact o200k_base counts (checked with gpt-tokenizer) that the default estimator reproduces:
-  // frequent pieces come from its exact table, digit groups and short pieces follow rules.
-  it('matches exact o200k_base counts on common text', () => {
-    assert.equal(est('hello world'), 2);
-    assert.equal(est('Hello, world!'), 4);
-    assert.equal(est('1234567890'), 4); // 123|456|789|0
-    assert.equal(est('    return x;\n'), 4);
-    assert.equal(est('def main():\n    print("hi")\n'), 8);
-    assert.equal(est('{"role": "user", "content": "hi"}'), 12);
-    assert.equal(est('Traceback (most recent call last):'), 8);
-    assert.equal(est('你好，世界！'), 4);
-    assert.equal(est('日本語'), 2);
-    assert.equal(est('😀'), 1);
-  });
-
-  // Longer text mixes exact pieces with modelled ones: within 10% of the exact count.
-  it('stays close to exact o200k_base counts on longer text', () => {
+  // Exact o200k_base counts (js-tiktoken's): 'o200k' counts exactly, and so does the default
+  // (it estimates only a single unbroken run of more than 64 KB).
+  it('counts exactly as o200k_base does, by default and with "o200k"', () => {
     const cases = [
+      ['hello world', 2], ['Hello, world!', 4], ['1234567890', 4], ['    return x;\n', 4],
+      ['def main():\n    print("hi")\n', 8], ['{"role": "user", "content": "hi"}', 12],
+      ['Traceback (most recent call last):', 8], ['你好，世界！', 4], ['日本語', 2], ['😀', 1],
+      ['<|endoftext|>', 7], // special tokens are text
+      ['\ufeff', 1],
       ["Compaction keeps the agent's working set small: old tool outputs move to an evidence " +
         'store, and the oldest turns are folded into a checkpoint that records what the user ' +
         'asked for, what was done, what was decided, what failed, and what comes next. Each ' +
@@ -57,11 +48,33 @@ describe('estimateTokens on strings', () => {
       ['FAILED tests/test_upload.py::test_resume - AssertionError: expected 200, got 409\n', 20],
       ['上下文压缩不是删历史，而是按预算渐进地收缩。', 17],
       ['{"command":"grep -rn \\"TODO\\" src/ | head -20"}', 16],
+      [' '.repeat(200), 2], ['='.repeat(1000), 16], ['ab'.repeat(500), 250],
     ];
     for (const [text, exact] of cases) {
-      const n = est(text);
-      assert.ok(Math.abs(n - exact) <= Math.max(1, 0.1 * exact), `${n} vs ${exact}: ${text}`);
+      assert.equal(est(text), exact, text);
+      assert.equal(est(text, { estimator: 'o200k' }), exact, text);
     }
+  });
+
+  it('counts exactly as cl100k_base does with "cl100k"', () => {
+    const cl = (x) => est(x, { estimator: 'cl100k' });
+    assert.equal(cl('getUserName'), 2); // cl100k does not cut words at a capital; o200k does
+    assert.equal(est('getUserName'), 3);
+    assert.equal(cl('你好，世界！'), 7);
+    assert.equal(cl('😀'), 2);
+    assert.equal(cl('='.repeat(1000)), 17);
+    assert.equal(cl('ab'.repeat(500)), 500);
+  });
+
+  it('names its estimators as the core does, and refuses others', () => {
+    for (const name of ['default', 'chars4', 'cl100k', 'o200k']) {
+      assert.equal(typeof est('x y', { estimator: name }), 'number');
+    }
+    assert.throws(() => est('x', { estimator: 'o200k_base' }), {
+      name: 'RangeError',
+      message: /'default', 'chars4', 'cl100k' or 'o200k'/,
+    });
+    assert.throws(() => est('x', { estimator: 7 }), { name: 'TypeError' });
   });
 });
 
@@ -106,7 +119,7 @@ describe('estimateTokens on messages', () => {
     assert.equal(chars4({ role: 'user' }), 0);
   });
 
-  it('counts ids, names and arguments with the calibrated estimator', () => {
+  it('counts ids, names and arguments with the default estimator', () => {
     // Exact o200k_base counts: "call_1" 3, "bash" 1, '{"a":1}' 5, "done" 1.
     assert.equal(est(asst(call('call_1', 'bash', '{"a":1}'))), 3 + 1 + 5 + 4);
     assert.equal(est(tool('call_1', 'done')), 3 + 1 + 4);

@@ -170,16 +170,16 @@ describe('readEvidence() and searchEvidence()', () => {
     }
   });
 
-  it('throws CK_EINVAL for an unknown ref', () => {
+  it('throws CK_EINVAL for an unknown ref', async () => {
     const c = compactor();
     assert.throws(() => c.readEvidence('never-stored'),
       { name: 'InputError', code: 'CK_EINVAL', where: 'never-stored' });
     assert.throws(() => c.readEvidence('/etc/passwd'), { code: 'CK_EINVAL' });
     assert.throws(() => c.readEvidence('../../../etc/passwd'), { code: 'CK_EINVAL' });
-    assert.throws(() => c.searchEvidence('never-stored', 'x'), { code: 'CK_EINVAL' });
+    await assert.rejects(c.searchEvidence('never-stored', 'x'), { code: 'CK_EINVAL' });
   });
 
-  it('checks its arguments', () => {
+  it('checks its arguments', async () => {
     const c = compactor();
     assert.throws(() => c.readEvidence(5), { name: 'TypeError', message: /ref must be a string/ });
     assert.throws(() => c.readEvidence('x', { offset: -1 }),
@@ -189,26 +189,136 @@ describe('readEvidence() and searchEvidence()', () => {
     assert.throws(() => c.readEvidence('x', { limit: 1.5 }), RangeError);
     assert.throws(() => c.readEvidence('x', { offset: '1' }), TypeError);
     assert.throws(() => c.readEvidence('x', { page: 1 }), RangeError);
-    assert.throws(() => c.searchEvidence(5, 'x'), TypeError);
-    assert.throws(() => c.searchEvidence(null, /x/),
+    await assert.rejects(c.searchEvidence(5, 'x'), TypeError);
+    await assert.rejects(c.searchEvidence(null, /x/),
       { name: 'TypeError', message: /pattern must be a string/ });
-    assert.throws(() => c.searchEvidence(null, 'a\0b'), RangeError);
+    await assert.rejects(c.searchEvidence(null, 'a\0b'), RangeError);
   });
 
-  it('finds matching lines with their numbers, in one output or the whole session', () => {
+  it('finds matching lines with their numbers, in one output or the whole session', async () => {
     const c = compactor({ toolOffloadThreshold: 10 });
     c.offload(h.tool('log_a', 'start\nError: E1001 disk full\nretry\nError: E1002 again\n'));
     c.offload(h.tool('log_b', 'ok\nall good\nwarning: Error: E2001 late\n'));
-    assert.deepEqual(c.searchEvidence('log_a', 'E1[0-9]+'), [
-      { ref: 'log_a', line: 2, text: 'Error: E1001 disk full' },
-      { ref: 'log_a', line: 4, text: 'Error: E1002 again' },
+    // Lines count from 0, as read offsets do.
+    assert.deepEqual(await c.searchEvidence('log_a', 'E1[0-9]+'), [
+      { ref: 'log_a', line: 1, text: 'Error: E1001 disk full' },
+      { ref: 'log_a', line: 3, text: 'Error: E1002 again' },
     ]);
-    const all = c.searchEvidence(null, '^(Error|warning): ');
-    assert.deepEqual(all.map((hit) => [hit.ref, hit.line]), [['log_a', 2], ['log_a', 4],
-      ['log_b', 3]]);
-    assert.deepEqual(c.searchEvidence(undefined, 'nothing matches this'), []);
-    assert.throws(() => c.searchEvidence(null, 'E(1'),
+    const all = await c.searchEvidence(null, '^(Error|warning): ');
+    assert.deepEqual(all.map((hit) => [hit.ref, hit.line]), [['log_a', 1], ['log_a', 3],
+      ['log_b', 2]]);
+    // Reading one line at the line a hit reports gives that very line.
+    for (const hit of all) {
+      assert.equal(c.readEvidence(hit.ref, { offset: hit.line, limit: 1 }), `${hit.text}\n`);
+    }
+    assert.deepEqual(await c.searchEvidence(undefined, 'nothing matches this'), []);
+    await assert.rejects(c.searchEvidence(null, 'E(1'),
       { name: 'InputError', code: 'CK_EINVAL', where: 'pattern' });
+  });
+
+  it('refuses backreferences and answers pathological patterns at once', async () => {
+    const c = compactor({ toolOffloadThreshold: 10 });
+    c.offload(h.tool('line', `${'a'.repeat(4000)}\n${'x'.repeat(4000)}\n`));
+    // glibc's regexec took 289 s over this on one 4,000-byte line, blocking the event loop.
+    await assert.rejects(c.searchEvidence('line', '(.*)\\1\\1x'),
+      { name: 'InputError', code: 'CK_EINVAL', where: 'pattern', message: /backreferences/ });
+    for (const pattern of ['(a|aa)*c', '(a+a+)+b', '(.*a){12}b', '((a{1,10}){1,10}){1,10}b']) {
+      assert.deepEqual(await c.searchEvidence('line', pattern), [], pattern);
+    }
+    assert.deepEqual((await c.searchEvidence('line', '^(x+x+)+$')).map((hit) => hit.line), [1]);
+    await assert.rejects(c.searchEvidence('line', 'a{1001}'), { code: 'CK_EINVAL' });
+    c.offload(h.tool('words', 'caf\u00e9 ok\nerror[E0308] at line 12\n\u65e5\u672c\n'));
+    assert.deepEqual((await c.searchEvidence('words', '\\bE\\d{4}\\b')).map((x) => x.line),
+      [1]);
+    assert.deepEqual((await c.searchEvidence('words', '^..$')).map((x) => x.line), [2]);
+  });
+
+  // A pattern whose DFA has 2**13 states: on random a/b lines nearly every byte makes a new
+  // one, so searching 600 KB takes a good fraction of a second.
+  const SLOW = '(a|b)*a(a|b){12}x';
+  const abLines = (n) => {
+    const rng = s.rng(5);
+    return Array.from({ length: n }, () =>
+      Array.from({ length: 200 }, () => (rng() < 0.5 ? 'a' : 'b')).join('')).join('\n') + '\n';
+  };
+
+  it('searches on the libuv pool, so the event loop runs meanwhile', async () => {
+    const c = compactor({ toolOffloadThreshold: 10 });
+    c.offload(h.tool('ab', abLines(3000)));
+    let ticks = 0;
+    const timer = setInterval(() => { ticks += 1; }, 5);
+    const pending = c.searchEvidence('ab', SLOW);
+    assert.ok(pending instanceof Promise);
+    // While it runs, the compactor stays usable: the search reads nothing they change.
+    assert.equal(c.readEvidence('ab', { limit: 1 }).length, 201);
+    c.reset();
+    c.observeUsage(1000);
+    assert.deepEqual(await pending, []);
+    clearInterval(timer);
+    assert.ok(ticks > 1, `the event loop ran ${ticks} times during the search`);
+    assert.equal(c.readEvidence('ab', { limit: 1 }).length, 201);
+  });
+
+  it('runs searches side by side, beside the other methods', async () => {
+    const c = compactor({ toolOffloadThreshold: 10 });
+    c.offload(h.tool('ab', `${abLines(300)}a needle\n`));
+    const results = await Promise.all([c.searchEvidence('ab', SLOW),
+      c.searchEvidence(null, 'needle'), c.searchEvidence('ab', 'E(1').catch((err) => err.code),
+      c.searchEvidence('ab', 'needle$')]);
+    assert.deepEqual(results, [[], [{ ref: 'ab', line: 300, text: 'a needle' }], 'CK_EINVAL',
+      [{ ref: 'ab', line: 300, text: 'a needle' }]]);
+    // A compaction, and closing the compactor, while a search runs.
+    const search = c.searchEvidence('ab', SLOW);
+    const result = await c.compact([h.user('hello')]);
+    assert.equal(result.tier, 'none');
+    c.close();
+    assert.deepEqual(await search, []);
+    await assert.rejects(c.searchEvidence('ab', 'x'), { code: 'CK_ECLOSED' });
+  });
+});
+
+describe('a hostile store', () => {
+  it('refuses a symbolic link planted in it, and fails open', async () => {
+    const store = s.tmpStore();
+    const outside = s.tmpStore();
+    fs.symlinkSync(outside, path.join(store, 'tool_results'));
+    fs.symlinkSync(outside, path.join(store, 'compactions'));
+    const c = new Compactor({ contextWindow: 100000, storeDir: store, sessionId: 's',
+      toolOffloadThreshold: 10 });
+    const message = h.tool('call_1', numbered(50));
+    assert.equal(c.offload(message), message); // the output stays
+    assert.throws(() => c.readEvidence('call_1'),
+      { code: 'CK_EIO', message: /symlink refused: tool_results/ });
+    await assert.rejects(c.searchEvidence(null, 'line'), { code: 'CK_EIO' });
+    const history = s.syntheticHistory(30);
+    const window = Math.ceil(ctxkeel.estimateTokens(history) / 0.65);
+    const d = new Compactor({ contextWindow: window, storeDir: store, sessionId: 't' });
+    const result = await d.compact(history);
+    assert.equal(result.tier, 'warn');
+    assert.deepEqual(result.record.offloaded, []);
+    assert.match(result.record.error, /symlink refused: tool_results/);
+    assert.match(result.record.error, /symlink refused: compactions/);
+    assert.ok(result.messages.every((m) => history.includes(m)));
+    assert.deepEqual(fs.readdirSync(outside), []);
+  });
+
+  it('removes the temporary files that dead writers left', () => {
+    const store = s.tmpStore();
+    const c = new Compactor({ contextWindow: 100000, storeDir: store, sessionId: 's',
+      toolOffloadThreshold: 10 });
+    c.offload(h.tool('kept', 'kept line of text\n'));
+    const folder = path.join(store, 'tool_results', 's');
+    const { spawnSync } = require('node:child_process');
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'])
+      .stdout.toString();
+    const left = path.join(folder, `.tmp-${dead}-0-00000000000000aa`);
+    const live = path.join(folder, `.tmp-${process.pid}-0-00000000000000bb`);
+    fs.writeFileSync(left, 'half written');
+    fs.writeFileSync(live, 'being written');
+    const again = new Compactor({ contextWindow: 100000, storeDir: store, sessionId: 's' });
+    assert.equal(again.readEvidence('kept'), 'kept line of text\n');
+    assert.equal(fs.existsSync(left), false);
+    assert.equal(fs.existsSync(live), true);
   });
 });
 
@@ -247,6 +357,7 @@ describe('handleReadEvidence()', () => {
   const c = compactor({ toolOffloadThreshold: 10 });
   const text = numbered(500, 5);
   c.offload(h.tool('ev_1', text));
+  c.offload(h.tool('ev_2', 'alpha\nError: E7001 in ev_2\nomega\n'));
 
   it('answers an OpenAI tool call with a tool message', () => {
     const call = { id: 'call_r1', type: 'function', function: { name: 'read_evidence',
@@ -255,9 +366,9 @@ describe('handleReadEvidence()', () => {
     assert.deepEqual(Object.keys(out), ['role', 'tool_call_id', 'content']);
     assert.equal(out.role, 'tool');
     assert.equal(out.tool_call_id, 'call_r1');
-    const page = c.readEvidence('ev_1', { offset: 10, limit: 5 });
-    assert.ok(out.content.startsWith(page));
-    assert.match(out.content.slice(page.length), /more lines follow.*offset 15/);
+    assert.equal(out.content, c.readEvidence('ev_1', { offset: 10, limit: 5 }));
+    assert.equal(out.content, 'line 11: xxxxx\nline 12: xxxxx\nline 13: xxxxx\nline 14: xxxxx\n' +
+      'line 15: xxxxx\n');
   });
 
   it('answers an Anthropic tool_use block with a tool_result block', () => {
@@ -268,28 +379,74 @@ describe('handleReadEvidence()', () => {
       content: c.readEvidence('ev_1', { offset: 495 }) });
   });
 
-  it('accepts defaults, numeric strings and arguments given as an object', () => {
+  it('takes defaults, arguments given as an object, and empty arguments', () => {
     const all = c.handleReadEvidence({ id: 'c', function: { name: 'read_evidence',
-      arguments: { ref: 'ev_1', offset: '0', limit: '1000' } } });
+      arguments: { ref: 'ev_1', offset: 0, limit: 1000 } } });
     assert.equal(all.content, text);
     const first = c.handleReadEvidence({ id: 'c', function: { name: 'read_evidence',
       arguments: '{"ref":"ev_1"}' } });
-    assert.ok(first.content.startsWith(c.readEvidence('ev_1')));
+    assert.equal(first.content, c.readEvidence('ev_1'), 'the default is 200 lines from 0');
+    // No arguments at all read as {}: the model is told what to give.
+    for (const args of [undefined, '']) {
+      const none = c.handleReadEvidence({ id: 'c', function: { name: 'read_evidence',
+        arguments: args } });
+      assert.match(none.content, /give a 'ref' to read .* or a 'pattern'/);
+    }
   });
 
+  it('finds a pattern in the whole session or in one ref, with the offset that reads it', () => {
+    for (const args of [{ pattern: 'E7[0-9]+' }, { ref: 'ev_2', pattern: 'E7[0-9]+' }]) {
+      const out = c.handleReadEvidence({ type: 'tool_use', id: 'p', name: 'read_evidence',
+        input: args });
+      assert.equal(out.content, 'ref="ev_2" offset=1: Error: E7001 in ev_2\n');
+      assert.equal(out.is_error, undefined);
+      const offset = Number(/offset=(\d+)/.exec(out.content)[1]);
+      assert.equal(c.readEvidence('ev_2', { offset, limit: 1 }), 'Error: E7001 in ev_2\n');
+    }
+    const none = c.handleReadEvidence({ id: 'p', function: { name: 'read_evidence',
+      arguments: '{"pattern":"no line has this"}' } });
+    assert.equal(none.content, 'read_evidence: no stored line matches the pattern ' +
+      'no line has this\n');
+  });
+
+  it('cuts a page of huge lines and says where to go on', () => {
+    const long = Array.from({ length: 100 }, (_, i) => `${i}:${'w'.repeat(2000)}`).join('\n');
+    c.offload(h.tool('ev_wide', long));
+    const out = c.handleReadEvidence({ id: 'w', function: { name: 'read_evidence',
+      arguments: '{"ref":"ev_wide"}' } });
+    const cut = /\n\[read_evidence: cut at (\d+) bytes; continue with offset=(\d+)\]\n$/
+      .exec(out.content);
+    assert.ok(cut, out.content.slice(-200));
+    const shown = out.content.slice(0, cut.index);
+    assert.equal(Buffer.byteLength(shown), Number(cut[1]));
+    assert.ok(Buffer.byteLength(shown) <= 65536);
+    assert.ok(long.startsWith(shown));
+    // The offset to go on at reads the line the cut went through.
+    const partial = shown.slice(shown.lastIndexOf('\n') + 1);
+    const next = c.readEvidence('ev_wide', { offset: Number(cut[2]), limit: 1 });
+    assert.ok(next.startsWith(partial), `${next.slice(0, 20)} does not go on from ${partial.slice(0, 20)}`);
+  });
+
+  // The core writes these answers (ck_compactor_answer_read_evidence); the binding only puts
+  // them into the caller's format.
   const MISTAKES = [
-    ['arguments that are not JSON', '{"ref": "ev_1", offset: 3', /not valid JSON/],
-    ['arguments that are a list', '["ev_1"]', /must be a JSON object/],
-    ['no ref', '{"offset": 3}', /"ref" is missing/],
-    ['a negative offset', '{"ref": "ev_1", "offset": -3}', /"offset"/],
-    ['a zero limit', '{"ref": "ev_1", "limit": 0}', /"limit"/],
-    ['an unknown ref', '{"ref": "no_such_output"}', /no evidence named "no_such_output"/],
-    ['an offset past the end', '{"ref": "ev_1", "offset": 9999}', /no lines from line 9999/],
+    ['arguments that are not JSON', '{"ref": "ev_1", offset: 3',
+      /^read_evidence: the arguments are not valid JSON\n$/],
+    ['arguments that are a list', '["ev_1"]', /^read_evidence: the arguments must be a JSON object\n$/],
+    ['no ref and no pattern', '{"offset": 3}', /^read_evidence: give a 'ref' to read/],
+    ['a negative offset', '{"ref": "ev_1", "offset": -3}', /^read_evidence: 'offset' must be a whole number, 0 or more\n$/],
+    ['an offset written as a string', '{"ref": "ev_1", "offset": "3"}', /'offset' must be a whole number/],
+    ['a zero limit', '{"ref": "ev_1", "limit": 0}', /^read_evidence: 'limit' must be a whole number, at least 1\n$/],
+    ['a ref that is not a string', '{"ref": 5}', /'ref' must be a non-empty string/],
+    ['an unknown ref', '{"ref": "no_such_output"}',
+      /^read_evidence: cannot read no_such_output: no evidence for this ref in this session\n$/],
+    ['a bad pattern', '{"pattern": "E(1"}', /^read_evidence: the pattern is not a valid regular expression \(unmatched \(\)\n$/],
   ];
   for (const [label, args, why] of MISTAKES) {
     it(`explains ${label} instead of throwing`, () => {
       const out = c.handleReadEvidence({ id: 'm', type: 'function',
         function: { name: 'read_evidence', arguments: args } });
+      assert.deepEqual(Object.keys(out), ['role', 'tool_call_id', 'content']);
       assert.equal(out.tool_call_id, 'm');
       assert.match(out.content, why);
       const block = c.handleReadEvidence({ type: 'tool_use', id: 'b', name: 'read_evidence',
@@ -299,6 +456,13 @@ describe('handleReadEvidence()', () => {
     });
   }
 
+  it('answers an offset past the end with a sentence, not as an error', () => {
+    const out = c.handleReadEvidence({ type: 'tool_use', id: 'e', name: 'read_evidence',
+      input: { ref: 'ev_1', offset: 9999 } });
+    assert.deepEqual(out, { type: 'tool_result', tool_use_id: 'e', content: 'read_evidence: ' +
+      'ev_1 has no lines from offset 9999 on (offsets count lines from 0)\n' });
+  });
+
   it('throws for calls that are not read_evidence calls, and when closed', () => {
     assert.throws(() => c.handleReadEvidence(null), TypeError);
     assert.throws(() => c.handleReadEvidence({ id: 'x' }), TypeError);
@@ -306,6 +470,10 @@ describe('handleReadEvidence()', () => {
       arguments: '{}' } }), { name: 'RangeError', message: /not of "bash"/ });
     assert.throws(() => c.handleReadEvidence({ type: 'tool_use', name: 'read_evidence',
       input: {} }), { name: 'TypeError', message: /call\.id/ });
+    const cyclic = {};
+    cyclic.self = cyclic;
+    assert.throws(() => c.handleReadEvidence({ type: 'tool_use', id: 'x', name: 'read_evidence',
+      input: cyclic }), { name: 'TypeError', message: /call\.input cannot be written as JSON/ });
     const closed = compactor();
     closed.close();
     assert.throws(() => closed.handleReadEvidence({ id: 'x', function: { name: 'read_evidence',
@@ -319,9 +487,13 @@ describe('readEvidenceTool()', () => {
     assert.deepEqual(ctxkeel.readEvidenceTool('openai'), openai);
     assert.equal(openai.type, 'function');
     assert.equal(openai.function.name, 'read_evidence');
-    assert.deepEqual(openai.function.parameters.required, ['ref']);
+    // Every argument is optional: a ref reads, a pattern searches (in a ref, or everywhere).
+    assert.equal(openai.function.parameters.required, undefined);
+    assert.equal(openai.function.parameters.type, 'object');
     assert.deepEqual(Object.keys(openai.function.parameters.properties),
-      ['ref', 'offset', 'limit']);
+      ['ref', 'offset', 'limit', 'pattern']);
+    assert.equal(openai.function.parameters.properties.pattern.type, 'string');
+    assert.match(openai.function.description, /pattern/);
     const anthropic = ctxkeel.readEvidenceTool('anthropic');
     assert.equal(anthropic.name, 'read_evidence');
     assert.deepEqual(anthropic.input_schema, openai.function.parameters);

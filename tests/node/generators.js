@@ -9,6 +9,9 @@
 // (The same model as tests/python/strategies.py.)
 'use strict';
 
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const fc = require('fast-check');
 const { rng } = require('./sessions.js');
 
@@ -79,16 +82,64 @@ function toolOutput() {
   );
 }
 
-function callTurn(draw, t, clean) {
-  const n = draw(fc.integer({ min: clean ? 1 : 0, max: 3 }));
+// Ids as some OpenAI-compatible servers make them: every call call_0, or call_<k> in each turn.
+const REUSED_ID_FORMS = [() => 'call_0', (t, k) => `call_${k}`];
+
+const RULES = [
+  'Never run the migrations against the production database.',
+  'Always keep the public API of src/api/handlers.py unchanged.',
+  'Do not push to the main branch without a green CI run.',
+  'You must write the changelog entry before the release.',
+];
+
+// Words of the filler sentences of long user messages: none of them states a rule, so the one
+// rule sentence is what the checkpoint's Constraints must keep.
+const PROSE = ['the', 'parser', 'reads', 'each', 'input', 'file', 'and', 'writes', 'a',
+  'report', 'about', 'what', 'it', 'found', 'in', 'module', 'table', 'cache', 'request',
+  'timing', 'was', 'slow', 'on', 'large', 'logs', 'yesterday', '解析器', 'のログ', 'ملف',
+  'résumé', '🙂', 'naïve'];
+
+/** About `size` bytes of plain sentences (each ending with a full stop), from `seed`. */
+function prose(size, seed) {
+  const rand = rng(seed);
+  const sentences = [];
+  for (let total = 0; total < size;) {
+    const n = 6 + Math.floor(rand() * 12);
+    const words = Array.from({ length: n }, () => PROSE[Math.floor(rand() * PROSE.length)]);
+    const sentence = `${words.join(' ')} (item ${Math.floor(rand() * 1e5)}).`;
+    sentences.push(sentence[0].toUpperCase() + sentence.slice(1));
+    total += Buffer.byteLength(sentence) + 1;
+  }
+  return sentences.join(' ');
+}
+
+/**
+ * A long user message (over the 4 KB excerpt gate when `size` is): sentences of notes with a
+ * rule sentence in the middle, where a head-and-tail excerpt would lose it.
+ */
+function longUserText(size, seed, rule) {
+  const half = Math.max(0, Math.floor(size / 2));
+  return `Here are my notes from the review. ${prose(half, seed)} ${rule} ` +
+    `${prose(half, seed + 1)} Thanks.`;
+}
+
+function callTurn(draw, t, clean, opts = {}) {
+  const n = draw(fc.integer({ min: clean ? 1 : 0, max: opts.maxCalls || 3 }));
   const calls = [];
   const results = [];
+  const idForms = opts.reuseIds ? REUSED_ID_FORMS : ID_FORMS;
   for (let k = 0; k < n; k++) {
-    const id = draw(fc.constantFrom(...ID_FORMS))(t, k);
+    const id = draw(fc.constantFrom(...idForms))(t, k);
     const key = draw(fc.constantFrom('path', 'cmd', 'query'));
     const name = draw(fc.constantFrom(...TOOL_NAMES));
     calls.push({ id, name, args: { [key]: draw(shortText()) } });
     results.push({ id, text: draw(toolOutput()), asBlocks: draw(fc.boolean()) });
+  }
+  if (clean && opts.hugeNewest) {
+    // The newest turn's output alone is larger than most windows (a cat of a big log).
+    const [size, seed] = [draw(fc.integer({ min: 300000, max: 1700000 })),
+      draw(fc.integer({ min: 0, max: 65535 }))];
+    results[n - 1].text = bigText(size, seed, false);
   }
   const mode = clean || n === 0 ? 'ordered' : draw(fc.constantFrom(...RESULT_MODES));
   let now = [...Array(n).keys()];
@@ -110,22 +161,33 @@ function callTurn(draw, t, clean) {
   return { kind: 'call', text, calls, results, mode, now, later };
 }
 
-function turn(draw, t, clean = false) {
+function turn(draw, t, clean = false, opts = {}) {
   const kind = draw(fc.constantFrom('call', 'call', 'call', 'user', 'say'));
-  if (kind === 'call') return callTurn(draw, t, clean);
+  if (kind === 'call') return callTurn(draw, t, clean, opts);
+  if (kind === 'user' && opts.longUsers && draw(fc.boolean())) {
+    const rule = draw(fc.constantFrom(...RULES));
+    const text = longUserText(draw(fc.integer({ min: 5000, max: 40000 })),
+      draw(fc.integer({ min: 0, max: 65535 })), rule);
+    return { kind, text, rule };
+  }
   return { kind, text: draw(shortText()) };
 }
 
-/** Plans: {pinned: [[role, text]], task, taskBlocks, turns}. */
-function plans({ minTurns = 0, maxTurns = 14 } = {}) {
+/**
+ * Plans: {pinned: [[role, text]], task, taskBlocks, turns}. Options for agent-like histories
+ * (all off by default): maxCalls (parallel calls a turn, default 3), reuseIds (ids as call_0 /
+ * call_<k>), hugeNewest (the last turn's last output 0.3-1.7 MB), longUsers (user messages of
+ * 5-40 KB with a rule sentence in the middle; such turns carry `rule`).
+ */
+function plans({ minTurns = 0, maxTurns = 14, ...opts } = {}) {
   return fc.gen().map((g) => {
     const draw = (arb) => g(() => arb);
     const pinned = draw(fc.array(fc.tuple(fc.constantFrom('system', 'developer'), shortText()),
       { maxLength: 2 }));
     const n = draw(fc.integer({ min: minTurns, max: maxTurns }));
     const turns = [];
-    for (let t = 0; t < n; t++) turns.push(turn(draw, t));
-    turns.push(turn(draw, n, true));
+    for (let t = 0; t < n; t++) turns.push(turn(draw, t, false, opts));
+    turns.push(turn(draw, n, true, opts));
     return { pinned, task: draw(shortText()), taskBlocks: draw(fc.boolean()), turns };
   });
 }
@@ -216,6 +278,24 @@ function histories({ shapes = ['openai', 'anthropic'], ...options } = {}) {
   });
 }
 
+/**
+ * Agent histories of every kind the bounds and nothing-lost tests need: the options of plans()
+ * drawn at random (up to 6 parallel calls, reused ids, a huge newest output, long user
+ * messages), with `features` saying which were drawn.
+ */
+function agentHistories({ minTurns = 2, maxTurns = 16, shapes } = {}) {
+  return fc.record({ reuseIds: fc.boolean(), hugeNewest: fc.boolean(),
+    longUsers: fc.boolean(), maxCalls: fc.constantFrom(3, 6) })
+    .chain((features) => histories({ shapes, minTurns, maxTurns, ...features })
+      .map((hist) => ({ ...hist, features })));
+}
+
+/** Values of `arb` for the seeds given, one each (fast-check's own generation, so a seed
+ * always gives the same value). */
+function sampleBySeed(arb, seeds) {
+  return seeds.map((seed) => fc.sample(arb, { seed, numRuns: 1 })[0]);
+}
+
 // ---- summarizer behaviours ----
 
 const ANCHOR_TITLES = ['User Intent', 'Execution Progress', 'Key Decisions', 'Tried Solutions',
@@ -252,8 +332,35 @@ function replyKinds() {
   ).chain((r) => fc.boolean().map((async) => ({ ...r, async })));
 }
 
+/**
+ * A fast-check reporter: reports a failure with the error and a bounded excerpt of the
+ * counterexample (which may hold strings of megabytes), and writes the whole counterexample to
+ * a file that CTXKEEL_PROP_REPLAY=<file> runs again (properties.test.js).
+ */
+function reporter(details) {
+  if (!details.failed) return;
+  const file = path.join(os.tmpdir(), `ctxkeel-counterexample-${process.pid}.json`);
+  let text = '';
+  try {
+    text = JSON.stringify(details.counterexample);
+    fs.writeFileSync(file, text);
+  } catch { /* the report below still says what failed */ }
+  const error = details.errorInstance;
+  throw new Error(`Property failed after ${details.numRuns} runs (seed ${details.seed}, path ` +
+    `${String(details.counterexamplePath).slice(0, 80)}, shrunk ${details.numShrinks} times` +
+    `${details.interrupted ? ', interrupted' : ''}).\n${error && error.stack}\n` +
+    `Counterexample (${text.length} chars, in ${file}): ${text.slice(0, 3000)}`);
+}
+
 module.exports = {
+  reporter,
   FRAGMENTS,
+  RULES,
+  REUSED_ID_FORMS,
+  longUserText,
+  prose,
+  agentHistories,
+  sampleBySeed,
   bigText,
   shortText,
   plans,

@@ -67,6 +67,69 @@ function assertAssistantsKept(input, output) {
   });
 }
 
+// The note repair leaves where it removed a tool call: its name, why, and its arguments.
+const REMOVED_NOTE = /^\(tool call [^]* removed by ctxkeel: [^]*; its arguments were: [^]*\)$/;
+
+function itemText(item) {
+  if (typeof item === 'string') return item;
+  return item && typeof item === 'object' && item.type === 'text' && typeof item.text === 'string'
+    ? item.text : null;
+}
+
+function isRemovedNote(item) {
+  const t = itemText(item);
+  return t !== null && REMOVED_NOTE.test(t);
+}
+
+/** The removal notes of a list, as texts, in order. */
+function removedNotes(messages) {
+  const notes = [];
+  for (const m of messages) {
+    if (!m || typeof m !== 'object') continue;
+    const items = Array.isArray(m.content) ? m.content : [m.content];
+    for (const item of items) if (isRemovedNote(item)) notes.push(itemText(item));
+  }
+  return notes;
+}
+
+/** Every tool call of a list (OpenAI tool_calls entries and tool_use blocks, wherever they
+ * stand), as {name, args} with args the JSON text the core reads. */
+function callsOf(messages) {
+  const calls = [];
+  for (const m of messages) {
+    if (!m || typeof m !== 'object') continue;
+    for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
+      const fn = c && c.function;
+      const args = fn && fn.arguments;
+      calls.push({ name: fn && fn.name, args: typeof args === 'string' ? args
+        : args === undefined ? '' : JSON.stringify(args) });
+    }
+    for (const item of Array.isArray(m.content) ? m.content : []) {
+      if (isUseBlock(item)) {
+        calls.push({ name: item.name, args: item.input === undefined ? ''
+          : JSON.stringify(item.input) });
+      }
+    }
+  }
+  return calls;
+}
+
+/**
+ * Every call a repair removed left a note that names it and quotes its arguments: as many new
+ * notes as calls gone, each one the note of a call of the input.
+ */
+function assertRemovedCallsNoted(input, output) {
+  const before = removedNotes(input);
+  const added = removedNotes(output).slice(before.length);
+  const gone = callsOf(input).length - callsOf(output).length;
+  assert.equal(added.length, gone, `${gone} calls removed, ${added.length} notes added`);
+  const calls = callsOf(input);
+  for (const note of added) {
+    assert.ok(calls.some((c) => note.startsWith(`(tool call ${c.name} removed by ctxkeel: `) &&
+      note.endsWith(`; its arguments were: ${c.args})`)), `a note of no call: ${note}`);
+  }
+}
+
 /**
  * User-authored content keeps its order: the items of every user message other than tool
  * blocks, in order, are the same objects (or, for string content, the same text) before and
@@ -84,13 +147,12 @@ function assertUserContentKept(input, output) {
     messages
       .filter((m) => m.role === 'user')
       .map((m) => {
-        // Repair leaves a note where a message lost its only (misplaced) calls; the note is
-        // not user content.
-        const isNote = (item) =>
-          (typeof item === 'string' ? item : item && item.text || '').startsWith('(tool call removed:');
-        if (typeof m.content === 'string') return isNote(m.content) ? [] : [m.content];
+        // Repair leaves a note where it removed a (misplaced) call; the note is not user
+        // content (assertRemovedCallsNoted checks it).
+        if (typeof m.content === 'string') return isRemovedNote(m.content) ? [] : [m.content];
         if (!Array.isArray(m.content)) return [];
-        return m.content.filter((item) => !isResultBlock(item) && !isUseBlock(item) && !isNote(item));
+        return m.content.filter((item) => !isResultBlock(item) && !isUseBlock(item) &&
+          !isRemovedNote(item));
       })
       .filter((items) => items.length > 0)
       .map((items) =>
@@ -106,10 +168,10 @@ function assertUserContentKept(input, output) {
 
 /**
  * The contract of repairPairs on one input: the output passes checkPairs, the input is not
- * mutated, repairing again returns the very same objects, and the conversation keeps its order.
- * Returns the repaired list.
+ * mutated, repairing again returns the very same objects, the conversation keeps its order,
+ * and (unless `notes` is false) every call removed left its note. Returns the repaired list.
  */
-function assertRepairContract(messages, options) {
+function assertRepairContract(messages, options, { notes = true } = {}) {
   const before = structuredClone(messages);
   const repaired = ctxkeel.repairPairs(messages, options);
   assert.deepEqual(messages, before, 'repairPairs mutated its input');
@@ -120,6 +182,7 @@ function assertRepairContract(messages, options) {
   again.forEach((m, i) => assert.equal(m, repaired[i], `repair(repair(x))[${i}] is a new object`));
   assertAssistantsKept(messages, repaired);
   assertUserContentKept(messages, repaired);
+  if (notes) assertRemovedCallsNoted(messages, repaired);
   return repaired;
 }
 
@@ -185,9 +248,12 @@ module.exports = {
   aUser,
   kinds,
   isResultBlock,
+  isUseBlock,
   assertRepairContract,
   assertAssistantsKept,
   assertUserContentKept,
+  assertRemovedCallsNoted,
+  isRemovedNote,
   loadCorpus,
   toAnthropic,
 };

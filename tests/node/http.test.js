@@ -164,8 +164,9 @@ function summarizer(api = 'openai', options = {}) {
   return summarizerObject;
 }
 
-/** A compactor whose window puts HISTORY at the soft tier. */
-const HISTORY = s.syntheticHistory(30);
+/** A compactor whose window puts HISTORY at the soft tier. HISTORY has one large output in
+ * thirty turns, so offloads cannot reach the target alone: the span is folded, with a summary. */
+const HISTORY = s.syntheticHistory(30, 1, { bigEvery: 15 });
 const stores = [];
 function softCompactor(options = {}) {
   const contextWindow = Math.ceil(ctxkeel.estimateTokens(HISTORY) / 0.75);
@@ -570,6 +571,190 @@ describe('HttpSummarizer as compact()\'s summarizer', () => {
   it('still rejects a summarize option that is neither a function nor a summarizer', async () => {
     await assert.rejects(softCompactor().compact(HISTORY, { summarize: { summarise() {} } }),
       { name: 'TypeError', message: /options\.summarize must be a function or an object/ });
+  });
+});
+
+describe('HttpSummarizer and hostile providers (issue 21)', () => {
+  it('blanks a key that a provider echoes in a 200 reply, in the reply and the record', async () => {
+    model.use((req, res) => {
+      const key = (req.headers.authorization || '').replace('Bearer ', '') ||
+        req.headers['x-api-key'];
+      return answer(req, res, `${CHECKPOINT}\nDebug: used key ${key}.`);
+    });
+    for (const api of ['openai', 'anthropic']) {
+      const text = keep(await summarizer(api).summarize(REQUEST));
+      assert.ok(text.endsWith('Debug: used key [redacted].') && !text.includes(KEY), text);
+    }
+    const compactor = softCompactor();
+    const result = keep(await compactor.compact(HISTORY, { summarize: summarizer() }));
+    assert.equal(result.record.fallback, null);
+    assert.ok(result.record.checkpoint.includes('[redacted]'));
+    keep(result.messages);
+  });
+
+  for (const bad of ['sk-a\r\nX-Injected: 1', 'sk-a\n', 'sk\u0001a']) {
+    it(`never sends a key holding ${JSON.stringify(bad.slice(-3))}`, async () => {
+      model.use(answer);
+      process.env.CTXKEEL_TEST_BAD_KEY = bad;
+      try {
+        const err = await failure(summarizer('openai', { apiKeyEnv: 'CTXKEEL_TEST_BAD_KEY' })
+          .summarize(REQUEST));
+        assert.equal(err.code, 'CK_EINVAL');
+        assert.match(err.message, /CTXKEEL_TEST_BAD_KEY holds a control character/);
+        assert.ok(!err.message.includes('sk'));
+      } finally {
+        delete process.env.CTXKEEL_TEST_BAD_KEY;
+      }
+      assert.equal(model.requests.length, 0);
+    });
+  }
+
+  it('ends the whole call within timeout, Retry-After included', async () => {
+    model.use((req, res) => sendJson(res, 429, { error: { message: 'slow down' } },
+      { 'retry-after': '60' }));
+    const started = Date.now();
+    const err = await failure(summarizer('openai', { timeout: 1, maxRetries: 3 })
+      .summarize(REQUEST));
+    assert.ok(Date.now() - started < 10000, 'the old code slept 60 s before its second try');
+    assert.equal(err.code, 'CK_ESUMMARY');
+    assert.match(err.message, /HTTP 429: slow down; a retry in 60\.0 s would pass the 1\.0 s/);
+    assert.equal(model.requests.length, 1);
+  });
+});
+
+describe('HttpSummarizer options for current models (issue 15)', () => {
+  const CASES = [['gpt-4o', false], ['llama3', false], ['o1', true], ['o3-mini', true],
+    ['o4-mini', true], ['gpt-5', true], ['gpt-5-mini', true], ['openai/o3', true]];
+  for (const [name, reasoning] of CASES) {
+    it(`sends the fields ${name} takes`, async () => {
+      model.use(answer);
+      const x = summarizer('openai', { model: name });
+      assert.equal(x.reasoningModel, reasoning);
+      assert.ok(util.inspect(x).includes(`reasoningModel: ${reasoning}`));
+      await x.summarize(REQUEST);
+      const { body } = model.requests[0];
+      if (reasoning) {
+        assert.equal(body.max_completion_tokens, 300);
+        assert.ok(!('max_tokens' in body) && !('temperature' in body), JSON.stringify(body));
+      } else {
+        assert.equal(body.max_tokens, 300);
+        assert.equal(body.temperature, 0);
+        assert.ok(!('max_completion_tokens' in body));
+      }
+    });
+  }
+
+  it('lets reasoningModel override the name, and ignores it for Anthropic', async () => {
+    model.use(answer);
+    await summarizer('openai', { model: 'o3-mini', reasoningModel: false }).summarize(REQUEST);
+    await summarizer('openai', { model: 'my-reasoner', reasoningModel: true }).summarize(REQUEST);
+    const a = summarizer('anthropic', { model: 'o3', reasoningModel: true });
+    assert.equal(a.reasoningModel, false);
+    await a.summarize(REQUEST);
+    const [first, second, third] = model.requests.map((r) => r.body);
+    assert.equal(first.max_tokens, 300);
+    assert.equal(first.temperature, 0);
+    assert.equal(second.max_completion_tokens, 300);
+    assert.ok(!('temperature' in second));
+    assert.equal(third.max_tokens, 300);
+  });
+
+  it('merges extraBody into every request body', async () => {
+    model.use(answer);
+    const extraBody = { reasoning_effort: 'low', temperature: 0.7, metadata: { n: [1, '\0x'] } };
+    const x = summarizer('openai', { extraBody });
+    extraBody.temperature = 9; // copied when the summarizer is made
+    await x.summarize(REQUEST);
+    await summarizer('anthropic', { extraBody: { metadata: { user_id: 'u-1' } } })
+      .summarize(REQUEST);
+    const [openai, anthropic] = model.requests;
+    assert.equal(openai.body.reasoning_effort, 'low');
+    assert.equal(openai.body.temperature, 0.7);
+    assert.equal((openai.raw.match(/"temperature"/g) || []).length, 1);
+    assert.deepEqual(openai.body.metadata, { n: [1, '\0x'] });
+    assert.equal(openai.body.max_tokens, 300);
+    assert.deepEqual(anthropic.body.metadata, { user_id: 'u-1' });
+    assert.ok(util.inspect(x).includes("extraBody: [ 'reasoning_effort', 'temperature'"));
+  });
+
+  it('refuses an extraBody or reasoningModel of the wrong kind', () => {
+    const base = { baseUrl: 'http://127.0.0.1:1/v1', model: 'm' };
+    for (const extraBody of [[1, 2], 'text', 5]) {
+      assert.throws(() => new HttpSummarizer({ ...base, extraBody }), (err) => {
+        assert.equal(err.code, 'CK_EINVAL');
+        assert.match(err.message, /extraBody|JSON object/);
+        return true;
+      });
+    }
+    assert.throws(() => new HttpSummarizer({ ...base, extraBody: () => 1 }), TypeError);
+    assert.throws(() => new HttpSummarizer({ ...base, reasoningModel: 'yes' }),
+      { name: 'TypeError', message: /options\.reasoningModel/ });
+    const addon = require(addonPath);
+    assert.throws(() => new addon.HttpSummarizer({ ...base, extraBody: { a: 1 } }),
+      { name: 'TypeError', message: /options\.extraBody/ });
+    assert.throws(() => new addon.HttpSummarizer({ ...base, reasoningModel: 1 }),
+      { name: 'TypeError', message: /options\.reasoningModel/ });
+  });
+});
+
+describe('Compactor.observeUsage() with usage objects (issue 15)', () => {
+  /** Every shape observeUsage() reads, each saying the whole prompt is n tokens. */
+  function shapes(n) {
+    const cached = Math.floor(n / 2);
+    const created = Math.floor(n / 4);
+    const anthropic = { input_tokens: n - cached - created, cache_read_input_tokens: cached,
+      cache_creation_input_tokens: created, output_tokens: 9 };
+    return [
+      { prompt_tokens: n, completion_tokens: 5, prompt_tokens_details: { cached_tokens: cached } },
+      { input_tokens: n, input_tokens_details: { cached_tokens: cached }, output_tokens: 5 },
+      anthropic,
+      { id: 'msg_1', type: 'message', usage: anthropic },
+      { inputTokens: n, outputTokens: 5, cachedInputTokens: cached, reasoningTokens: undefined },
+      { inputTokens: n, inputTokenDetails: { noCacheTokens: n - cached, cacheReadTokens: cached } },
+      { promptTokens: n, completionTokens: 5 },
+      { text: 'hi', usage: { inputTokens: n }, totalUsage: { inputTokens: 10 * n } },
+      { promptTokenCount: n, cachedContentTokenCount: cached },
+      { candidates: [], usageMetadata: { promptTokenCount: n } },
+    ];
+  }
+
+  it('counts the whole prompt of each provider shape', async () => {
+    const count = shapes(0).length;
+    for (let i = 0; i < count; i++) {
+      const c = softCompactor();
+      const result = await c.compact(HISTORY.slice(0, 8));
+      const shape = shapes(Math.round(result.tokensAfter * 1.5))[i];
+      c.observeUsage(shape);
+      assert.ok(Math.abs(c.usageFactor - 1.5) < 0.01, `${JSON.stringify(shape)}: ${c.usageFactor}`);
+      c.close();
+    }
+  });
+
+  it("counts Anthropic's cached prompt (input_tokens alone drove the factor to 0.5)", async () => {
+    const c = softCompactor();
+    const n = (await c.compact(HISTORY.slice(0, 8))).tokensAfter;
+    c.observeUsage({ input_tokens: 12, cache_read_input_tokens: n - 12,
+      cache_creation_input_tokens: 0, output_tokens: 40 });
+    assert.ok(Math.abs(c.usageFactor - 1) < 0.01, String(c.usageFactor));
+    c.close();
+  });
+
+  it('refuses shapes it does not know, naming the fields it looked for', () => {
+    const c = softCompactor();
+    assert.throws(() => c.observeUsage({ completion_tokens: 5 }), (err) => {
+      assert.equal(err.code, 'CK_EINVAL');
+      assert.match(err.message, /prompt_tokens/);
+      return true;
+    });
+    assert.throws(() => c.observeUsage({ usage: { input_tokens: 1, cache_read_input_tokens: -1 } }),
+      { code: 'CK_EINVAL', message: /usage\.cache_read_input_tokens/ });
+    assert.throws(() => c.observeUsage('100'), TypeError);
+    c.observeUsage(100); // numbers as before
+    const addon = require(addonPath);
+    assert.equal(addon.usagePromptTokens('{"prompt_tokens": 7}'), 7);
+    assert.throws(() => addon.usagePromptTokens({}), TypeError);
+    assert.throws(() => addon.usagePromptTokens('{'), { code: 'CK_ESYNTAX' });
+    c.close();
   });
 });
 

@@ -10,7 +10,7 @@ const { Worker } = require('node:worker_threads');
 const h = require('./helpers.js');
 
 const PUBLIC = ['estimateTokens', 'checkPairs', 'repairPairs', 'parseAnchors', 'mergeAnchors',
-  'Compactor', 'HttpSummarizer', 'readEvidenceTool',
+  'Compactor', 'HttpSummarizer', 'readEvidenceTool', 'replay', 'Replay',
   'version', 'statusCodes', 'Error', 'CtxkeelError', 'InputError'];
 
 describe('module loading', () => {

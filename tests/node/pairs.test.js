@@ -24,9 +24,11 @@ const OPENAI_CASES = {
     messages: [user('go'), asst(call('a')), tool('a'), tool('a', 'again')],
     expect: [{ kind: 'duplicate_result', index: 3, part: 0, toolCallId: 'a' }],
   },
+  // In OpenAI histories an id may come back in a later turn (pairs are matched turn by turn);
+  // only a repeat within one message is a duplicate.
   duplicate_call: {
-    messages: [user('go'), asst(call('a')), tool('a'), asst(call('a')), user('ok')],
-    expect: [{ kind: 'duplicate_call', index: 3, part: 0, toolCallId: 'a' }],
+    messages: [user('go'), asst(call('a'), call('a', 'grep')), tool('a'), user('ok')],
+    expect: [{ kind: 'duplicate_call', index: 1, part: 1, toolCallId: 'a' }],
   },
   empty_id: {
     messages: [user('go'), asst(call('')), tool('')],
@@ -128,6 +130,43 @@ for (const [format, cases] of [
   });
 }
 
+describe('ids reused across turns', () => {
+  it('are valid in OpenAI histories: every pair is kept, nothing is repaired', () => {
+    // An agent whose server names every call call_0.
+    const messages = [user('go')];
+    for (let i = 0; i < 10; i++) {
+      messages.push(asst(call('call_0', 'bash', `{"cmd":"step ${i}"}`)),
+        tool('call_0', `output ${i}`));
+    }
+    messages.push(user('done?'));
+    assert.deepEqual(ctxkeel.checkPairs(messages), []);
+    const out = ctxkeel.repairPairs(messages);
+    assert.equal(out.length, messages.length);
+    out.forEach((m, i) => assert.equal(m, messages[i], `message ${i} was copied`));
+  });
+
+  it('pair each result with the newest call of its id before it', () => {
+    // The second call_0 has no result of its own: it gets the stub; the first keeps its own.
+    const messages = [user('go'), asst(call('call_0')), tool('call_0', 'first'),
+      asst(call('call_0')), user('next')];
+    assert.deepEqual(h.kinds(messages),
+      [{ kind: 'missing_result', index: 3, part: 0, toolCallId: 'call_0' }]);
+    const out = h.assertRepairContract(messages);
+    assert.deepEqual(out.map((m) => messages.indexOf(m)), [0, 1, 2, 3, -1, 4]);
+    assert.deepEqual(out[4], { role: 'tool', tool_call_id: 'call_0', content: STUB });
+  });
+
+  it('are duplicates in Anthropic histories: the later call goes, with a note', () => {
+    const messages = [user('go'), aAsst(use('a')), aUser(result('a')),
+      aAsst(use('a', 'grep', { q: 'x' })), aUser(result('a', 'second'))];
+    assert.deepEqual(h.kinds(messages).map((v) => [v.kind, v.index]),
+      [['duplicate_call', 3], ['duplicate_result', 4]]);
+    const out = h.assertRepairContract(messages);
+    assert.deepEqual(out[3].content, [{ type: 'text', text: '(tool call grep removed by ' +
+      'ctxkeel: its id was already used; its arguments were: {"q":"x"})' }]);
+  });
+});
+
 describe('violation messages', () => {
   it('word each kind and quote the id as JSON', () => {
     const texts = ctxkeel.checkPairs([
@@ -210,30 +249,37 @@ describe('repairPairs output shapes', () => {
   });
 
   it('keeps unknown fields and source items on edited OpenAI messages', () => {
+    // A repeat within one message: the later call goes and a note takes its place, so the
+    // content becomes a list (the text, then the note).
     const keep = call('b');
     const dup = { role: 'assistant', content: 'again', name: 'bot', x_meta: { deep: [1] },
-      tool_calls: [call('a'), keep] };
-    const input = [user('go'), asst(call('a')), tool('a'), dup, tool('b')];
+      tool_calls: [keep, call('a'), call('b', 'edit_file', '{"path":"x.py"}')] };
+    const input = [user('go'), dup, tool('b'), tool('a')];
     const out = h.assertRepairContract(input);
-    const edited = out[3];
+    const edited = out[1];
     assert.notEqual(edited, dup);
     assert.deepEqual(Object.keys(edited), ['role', 'content', 'name', 'x_meta', 'tool_calls']);
-    assert.equal(edited.content, 'again');
+    assert.deepEqual(edited.content, [{ type: 'text', text: 'again' }, { type: 'text',
+      text: '(tool call edit_file removed by ctxkeel: its id was already used; its arguments ' +
+        'were: {"path":"x.py"})' }]);
     assert.equal(edited.name, 'bot');
     assert.equal(edited.x_meta, dup.x_meta);
-    assert.deepEqual(edited.tool_calls, [keep]);
+    assert.deepEqual(edited.tool_calls, [keep, dup.tool_calls[1]]);
     assert.equal(edited.tool_calls[0], keep);
-    assert.equal(dup.tool_calls.length, 2, 'the source message was changed');
+    assert.equal(edited.tool_calls[1], dup.tool_calls[1]);
+    assert.equal(dup.tool_calls.length, 3, 'the source message was changed');
+    assert.equal(dup.content, 'again', 'the source message was changed');
   });
 
   it('removes tool_calls when no call is left, and notes the removal', () => {
-    const dup = { role: 'assistant', content: null, tool_calls: [call('a')], extra: 1 };
-    const input = [user('go'), asst(call('a')), tool('a'), dup, user('ok')];
+    const empty = { role: 'assistant', content: null, tool_calls: [call('', 'grep', '{"q":1}')],
+      extra: 1 };
+    const input = [user('go'), asst(call('a')), tool('a'), empty, user('ok')];
     const out = h.assertRepairContract(input);
     assert.equal(out[3].extra, 1);
     assert.equal('tool_calls' in out[3], false);
-    assert.equal(Array.isArray(out[3].content), true);
-    assert.equal(out[3].content[0].type, 'text');
+    assert.deepEqual(out[3].content, [{ type: 'text', text: '(tool call grep removed by ' +
+      'ctxkeel: its id was empty; its arguments were: {"q":1})' }]);
   });
 
   it('keeps unknown fields and blocks on edited Anthropic messages', () => {
@@ -244,7 +290,8 @@ describe('repairPairs output shapes', () => {
     const edited = out[3];
     assert.deepEqual(Object.keys(edited), ['role', 'content', 'id', 'usage']);
     assert.equal(edited.usage, dup.usage);
-    assert.deepEqual(edited.content, [again]);
+    assert.deepEqual(edited.content, [again, { type: 'text', text: '(tool call bash removed by ' +
+      'ctxkeel: its id was already used; its arguments were: {"cmd":"ls"})' }]);
     assert.equal(edited.content[0], again);
   });
 

@@ -14,10 +14,16 @@
 //   - every view passes checkPairs; on a compactor's first call at tier none the view is
 //     repairPairs(history), object for object;
 //   - a message the view did not change is the caller's object (no new object equal to one);
-//   - system/developer messages and the task are in the view as the caller's objects, and so
-//     is the newest message of repairPairs(history) that is the caller's;
-//   - at soft and above, tokensAfter <= soft x window unless the record says the soft limit could
-//     not be met; tokensAfter <= tokensBefore always;
+//   - system/developer messages and the task are in the view as the caller's objects; the
+//     newest message of repairPairs(history) that is the caller's is there as that object or
+//     as a copy whose outputs are placeholders (or whose text is an excerpt) that read back
+//     exactly; the newest turn's assistant message is there (object or edited copy);
+//   - every view is at most the window; at warn and above, at most soft x window unless the
+//     record says the soft limit could not be met (or said so on an earlier call, which the
+//     core tells once); tokensAfter <= tokensBefore always; tokensAfter is the estimate of the
+//     view sent;
+//   - compact() fails only with CK_EOVERFLOW, and only when the pinned messages with a bare
+//     checkpoint do not fit the window;
 //   - no summary call below soft nor at emergency, at most one per compaction, over the caller's
 //     own messages; a failing, hanging or nonsensical summarizer never rejects, and
 //     record.fallback says why;
@@ -34,7 +40,6 @@
 const { describe, it, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const fc = require('fast-check');
 const h = require('./helpers.js');
@@ -54,34 +59,15 @@ const RATIOS = [0.3, 0.63, 0.68, 0.73, 0.78, 0.83, 0.9, 0.97, 1.3, 3.0, 20.0];
 
 const REPLAY = process.env.CTXKEEL_PROP_REPLAY; // a counterexample file written on failure
 
-/**
- * Reports a failure with the error and a bounded excerpt of the counterexample (which may hold
- * 200 KB strings), and writes the whole counterexample to a file that CTXKEEL_PROP_REPLAY=<file>
- * runs again.
- */
-function reporter(details) {
-  if (!details.failed) return;
-  const file = path.join(os.tmpdir(), `ctxkeel-counterexample-${process.pid}.json`);
-  let text = '';
-  try {
-    text = JSON.stringify(details.counterexample);
-    fs.writeFileSync(file, text);
-  } catch { /* the report below still says what failed */ }
-  const error = details.errorInstance;
-  throw new Error(`Property failed after ${details.numRuns} runs (seed ${details.seed}, path ` +
-    `${String(details.counterexamplePath).slice(0, 80)}, shrunk ${details.numShrinks} times` +
-    `${details.interrupted ? ', interrupted' : ''}).\n${error && error.stack}\n` +
-    `Counterexample (${text.length} chars, in ${file}): ${text.slice(0, 3000)}`);
-}
-
 function params(numRuns) {
   if (REPLAY) {
-    return { examples: [JSON.parse(fs.readFileSync(REPLAY, 'utf8'))], numRuns: 1, reporter };
+    return { examples: [JSON.parse(fs.readFileSync(REPLAY, 'utf8'))], numRuns: 1,
+      reporter: g.reporter };
   }
   // A failing example is shrunk (fc.gen values with 200 KB strings shrink slowly): the time
   // limit bounds the whole run, and a failure found before it is still reported.
   const p = { numRuns: Math.max(1, Math.round(numRuns * SCALE)), interruptAfterTimeLimit: 90000,
-    reporter };
+    reporter: g.reporter };
   if (!RANDOM) p.seed = 20260101;
   return p;
 }
@@ -135,7 +121,7 @@ function fallbackOk(kind, value, fallback) {
   }
 }
 
-function checkStep(compactor, messages, info, shape, result, made, summ, fresh) {
+function checkStep(compactor, messages, info, shape, result, made, summ, fresh, told) {
   const window = compactor.options.contextWindow;
   const soft = compactor.options.soft;
   const view = result.messages;
@@ -167,29 +153,46 @@ function checkStep(compactor, messages, info, shape, result, made, summ, fresh) 
       `pinned message ${i} (${messages[i].role}) is not in the view`);
   }
   // The newest message of the repaired history (a misplaced result moves up next to its call;
-  // a stub is not the caller's): the newest real message the model would see.
+  // a stub is not the caller's): the newest real message the model would see, as the object or
+  // as a copy whose outputs are placeholders (assertRecoverable reads them back).
   const newest = repaired.findLast((m) => inputs.has(m));
-  if (newest !== undefined) assert.ok(inView.has(newest), 'the newest message is not in the view');
+  const folded = s.newestTurnFolded(messages, result, told);
+  if (newest !== undefined && !inView.has(newest) && folded !== 'now') {
+    const copy = view.find((m) => !inputs.has(m) && s.isCopyOf(m, newest) &&
+      (s.hasPlaceholder(m) || s.isExcerpt(m)));
+    assert.ok(copy, 'the newest message is not in the view, nor a copy of it with placeholders');
+  }
+  const assistant = s.lastAssistant(messages);
+  if (assistant && !inView.has(assistant) && !folded) {
+    assert.ok(s.isCopyOf(s.lastAssistant(view), assistant),
+      'the newest turn\'s assistant message is not in the view');
+  }
+  assert.equal(result.tokensAfter, ctxkeel.estimateTokens(view),
+    'tokensAfter is not the estimate of the view sent');
+  assert.ok(result.ratioAfter <= 1 + 1e-12, `a view above the window: ${result.ratioAfter}`);
   // Never larger ('counts a view rebuilt from its state as it is sent' and 'never grows the view
   // by offloading' are the cases that once broke it).
   assert.ok(result.tokensAfter <= result.tokensBefore,
     `the view grew: ${result.tokensBefore} -> ${result.tokensAfter}`);
   const placeholders = JSON.stringify(view).split(s.PLACEHOLDER).length - 1;
   const error = (result.record && result.record.error) || '';
-  if (s.atLeast(result.tier, 'soft')) {
-    if (result.record === null) {
-      // A compaction that can make no progress changes nothing and writes no record. (Known
-      // bug, 'counts a placeholder kept in the tail in the tier': the tier and tokensBefore of
-      // the raw history, with the state's placeholders in the view.)
-      const staleTier = !fresh && result.tokensAfter < result.tokensBefore && placeholders > 0;
-      assert.ok(result.tokensAfter === result.tokensBefore || staleTier,
-        `tier ${result.tier}, no record: ${result.tokensBefore} -> ${result.tokensAfter}`);
-    } else {
-      assert.ok(result.tokensAfter * compactor.usageFactor <= soft * window * (1 + 1e-9) ||
-        /soft limit/.test(error), `tier ${result.tier}: ${result.tokensAfter} tokens > ` +
-        `${soft * window}, and the record does not say why (${error})`);
-    }
+  const over = result.tier !== 'none' && result.ratioAfter > soft + 1e-12;
+  const said = /more than the soft limit/.test(error);
+  if (s.atLeast(result.tier, 'soft') && result.record === null) {
+    // A compaction that can make no progress changes nothing and writes no record. (Known
+    // bug, 'counts a placeholder kept in the tail in the tier': the tier and tokensBefore of
+    // the raw history, with the state's placeholders in the view.)
+    const staleTier = !fresh && result.tokensAfter < result.tokensBefore && placeholders > 0;
+    assert.ok(result.tokensAfter === result.tokensBefore || staleTier,
+      `tier ${result.tier}, no record: ${result.tokensBefore} -> ${result.tokensAfter}`);
   }
+  if (over) {
+    // Over the bound only when the record says why, now or before: the core tells it once
+    // while it lasts (a record written meanwhile, for a fold, does not repeat it).
+    assert.ok(said || told.over, `tier ${result.tier}: ratio ` +
+      `${result.ratioAfter} > soft ${soft} of ${window}, and the record does not say why (${error})`);
+  }
+  told.over = over && (said || told.over);
   assert.ok(made <= 1, `${made} summary calls in one compaction`);
   if (!s.atLeast(result.tier, 'soft') || result.tier === 'emergency') {
     assert.equal(made, 0, `a summary call at tier ${result.tier}`);
@@ -205,7 +208,10 @@ function checkStep(compactor, messages, info, shape, result, made, summ, fresh) 
   const checkpoints = view.filter(s.isCheckpoint);
   assert.ok(checkpoints.length <= 1, 'more than one checkpoint');
   if (made && checkpoints.length === 0 && result.record !== null) {
-    assert.match(error, /nothing was folded|would not shrink/);
+    // A routine decision: a note, not an error.
+    assert.ok(result.record.notes.some((n) => /nothing was folded|would not shrink/.test(n)),
+      `notes ${JSON.stringify(result.record.notes)}`);
+    assert.doesNotMatch(error, /nothing was folded|would not shrink/);
   }
   const record = result.record;
   if (record !== null) {
@@ -217,22 +223,56 @@ function checkStep(compactor, messages, info, shape, result, made, summ, fresh) 
   }
 }
 
+// CK_EOVERFLOWs whose message does not explain them (the need it states fits the window):
+// checked by the todo test at the end of 'compaction properties'.
+const unexplainedOverflows = [];
+
+/**
+ * A CK_EOVERFLOW is a CtxkeelError (not an input error) whose place says what the pinned
+ * messages (system, developer, the task) need, at least their estimate, and the window.
+ */
+function assertOverflow(err, messages, info, window) {
+  assert.ok(err instanceof ctxkeel.CtxkeelError && !(err instanceof ctxkeel.InputError));
+  assert.match(err.message, /^ctxkeel: the pinned messages and tool schemas need/);
+  const m = /^the pinned messages and tool schemas need (\d+) tokens; the window is (\d+)$/
+    .exec(err.where);
+  assert.ok(m, `CK_EOVERFLOW where: ${err.where}`);
+  const [need, said] = [Number(m[1]), Number(m[2])];
+  assert.equal(said, window);
+  const pinned = ctxkeel.estimateTokens(info.pinned.filter((i) => i < messages.length)
+    .map((i) => messages[i]));
+  assert.ok(pinned <= need, `pinned ${pinned} > need ${need}`);
+  if (need <= window && unexplainedOverflows.length < 5) {
+    unexplainedOverflows.push(`${err.where} (pinned ${pinned}, ${messages.length} messages)`);
+  }
+}
+
 /** Compacts messages.slice(0, k) for each k in points with one new compactor; the views. */
 async function runLoop(sc, storeDir, check = true) {
   const { messages, info, shape, options, reply, points } = sc;
   const summ = summarizer(reply);
   const compactor = new Compactor({ ...options, storeDir, sessionId: 'prop' });
   const views = [];
+  const told = { over: false };
   for (const [n, k] of points.entries()) {
     const prefix = messages.slice(0, k);
     const before = structuredClone(prefix);
     summ.snapshot = new Set(prefix);
     const calls = summ.calls;
-    const result = await compactor.compact(prefix, { summarize: summ.fn });
+    let result;
+    try {
+      result = await compactor.compact(prefix, { summarize: summ.fn });
+    } catch (err) {
+      if (err.code !== 'CK_EOVERFLOW') throw err;
+      if (check) assertOverflow(err, prefix, info, compactor.options.contextWindow);
+      views.push(`overflow ${err.message}`);
+      continue;
+    }
     const made = summ.calls - calls;
     if (check) {
       assert.deepEqual(prefix, before, 'compact() changed its input');
-      checkStep(compactor, prefix, info, shape, result, made, summ, n === 0);
+      checkStep(compactor, prefix, info, shape, result, made, summ, n === 0, told);
+      await s.assertRecoverable(compactor, prefix, result);
     }
     views.push(JSON.stringify(result.messages).split(storeDir).join('<store>'));
   }
@@ -289,6 +329,15 @@ describe('compaction properties', () => {
       async (sc) => { await runLoop(sc, s.tmpStore()); },
     ), params(300));
   });
+
+  // Core: err.where of CK_EOVERFLOW counts the pinned messages and tool schemas only, not the
+  // bare checkpoint (nor the newest turn) that made the view too large, so it states a need
+  // that fits the window (csrc/src/compaction.c, ck_compactor_begin(), the CK_EOVERFLOW
+  // branch). Runs after the two properties above, which collect the cases.
+  it('explains every CK_EOVERFLOW: the need it states is above the window',
+    { todo: 'core: CK_EOVERFLOW states the pinned need alone (compaction.c)' }, () => {
+      assert.deepEqual(unexplainedOverflows, []);
+    });
 });
 
 describe('repairPairs properties', () => {
@@ -366,7 +415,8 @@ describe('regressions', () => {
         request.maxTokens);
       return s.checkpointFor(request);
     } });
-    return { window, sizes, tier: result.tier };
+    return { window, sizes, tier: result.tier,
+      offloaded: result.record ? result.record.offloaded.length : 0 };
   }
 
   it('builds a summary request that fits the model window (it did not, sized in bytes, when ' +
@@ -380,7 +430,11 @@ describe('regressions', () => {
   });
 
   it('builds a summary request that fits the window when outputs are offloaded', async () => {
-    const { window, sizes } = await requestSize(s.syntheticHistory(40, 5), 0.9);
+    // (A few large outputs: with more, offloading alone reaches the target and nothing is
+    // summarized.)
+    const { window, sizes, offloaded } = await requestSize(s.syntheticHistory(40, 5,
+      { bigEvery: 13 }), 0.9);
+    assert.ok(offloaded > 0);
     assert.equal(sizes.length, 1);
     assert.ok(sizes[0] <= window, `request ${sizes[0]} tokens, window ${window}`);
   });

@@ -62,9 +62,10 @@ function toolOutput(rand, i, big) {
 
 /**
  * An OpenAI history: a system prompt, the task, then `turns` assistant turns, each one tool call
- * and its result (every fifth result large), with user notes and assistant remarks between.
+ * and its result (every `bigEvery`th result large, none with 0), with user notes and assistant
+ * remarks between.
  */
-function syntheticHistory(turns, seed = 1) {
+function syntheticHistory(turns, seed = 1, { bigEvery = 5 } = {}) {
   const rand = rng(seed);
   const messages = [
     h.sys('You are a careful coding agent. Use the tools to inspect and change the repository.'),
@@ -80,15 +81,15 @@ function syntheticHistory(turns, seed = 1) {
       content: i % 3 === 0 ? `Step ${i}: looking at module ${i % 7}.` : null,
       tool_calls: [h.call(id, name, args)],
     });
-    messages.push(h.tool(id, toolOutput(rand, i, i % 5 === 4)));
+    messages.push(h.tool(id, toolOutput(rand, i, bigEvery > 0 && i % bigEvery === bigEvery - 1)));
     if (i % 9 === 8) messages.push(h.user(NOTES[(i / 9 | 0) % NOTES.length]));
   }
   return messages;
 }
 
 /** The same history in Anthropic shapes (system prompt dropped, as Anthropic keeps it apart). */
-function anthropicHistory(turns, seed = 1) {
-  return h.toAnthropic(syntheticHistory(turns, seed));
+function anthropicHistory(turns, seed = 1, options = {}) {
+  return h.toAnthropic(syntheticHistory(turns, seed, options));
 }
 
 // ---- summarizers ----
@@ -137,12 +138,153 @@ function hasPlaceholder(m) {
 const TIER_ORDER = ['none', 'warn', 'soft', 'full', 'emergency'];
 const atLeast = (tier, floor) => TIER_ORDER.indexOf(tier) >= TIER_ORDER.indexOf(floor);
 
+// The pointer an over-long message's excerpt carries to its full text.
+const EXCERPT = /\n\[ctxkeel: (\d+) of (\d+) bytes of this message left out here; the full text: read_evidence\(ref="([^"]*)"\)\]\n/;
+
+/** Every string of a message the reader takes: content text, text items, tool results. */
+function messageTexts(m) {
+  const out = [];
+  const add = (content) => {
+    if (typeof content === 'string') out.push(content);
+    else if (Array.isArray(content)) {
+      for (const item of content) {
+        if (typeof item === 'string') out.push(item);
+        else if (item && typeof item === 'object') {
+          if (typeof item.text === 'string') out.push(item.text);
+          if (item.type === 'tool_result') add(item.content);
+        }
+      }
+    }
+  };
+  if (m && typeof m === 'object') add(m.content);
+  return out;
+}
+
+/** The text the reader makes of a tool result's content (list items joined by newlines). */
+function resultText(content) {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((item) => (typeof item === 'string' ? item
+    : item && typeof item.text === 'string' ? item.text : null))
+    .filter((t) => t !== null).join('\n');
+}
+
+function isExcerpt(m) {
+  return messageTexts(m).some((t) => EXCERPT.test(t));
+}
+
+function isRepairNote(m) {
+  return messageTexts(m).some((t) => h.isRemovedNote(t));
+}
+
+/** The newest assistant message of a list, or undefined. */
+function lastAssistant(list) {
+  for (let i = list.length - 1; i >= 0; i--) if (list[i] && list[i].role === 'assistant') return list[i];
+  return undefined;
+}
+
+/** The ids of an assistant message's tool calls (both shapes), in order. */
+function callIds(m) {
+  const ids = (Array.isArray(m.tool_calls) ? m.tool_calls : []).map((c) => c && c.id);
+  for (const item of Array.isArray(m.content) ? m.content : []) {
+    if (h.isUseBlock(item)) ids.push(item.id);
+  }
+  return ids;
+}
+
+/** The ids of the tool_result blocks of a message. */
+function resultIds(m) {
+  return (Array.isArray(m.content) ? m.content : []).filter(h.isResultBlock)
+    .map((b) => b.tool_use_id);
+}
+
+/** True when `copy` is `source` with only its content (or calls) changed: the same other
+ * keys, calls only of the source's, and (for a message of results) a result of the source's. */
+function isCopyOf(copy, source) {
+  if (!copy || copy.role !== source.role) return false;
+  for (const key of Object.keys(source)) {
+    if (key === 'content' || key === 'tool_calls') continue;
+    if (copy[key] !== source[key]) return false;
+  }
+  const kept = callIds(copy);
+  const had = callIds(source);
+  const results = source.role === 'assistant' ? [] : resultIds(source);
+  return kept.every((id) => had.includes(id)) &&
+    (results.length === 0 || resultIds(copy).some((id) => results.includes(id)));
+}
+
+/** The caller's content items, tool calls and content strings, to tell a repaired copy. */
+function inputParts(messages) {
+  const objects = new Set();
+  const strings = new Set();
+  for (const m of messages) {
+    if (!m || typeof m !== 'object') continue;
+    if (typeof m.content === 'string') strings.add(m.content);
+    for (const item of Array.isArray(m.content) ? m.content : []) objects.add(item);
+    for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) objects.add(c);
+  }
+  return { objects, strings };
+}
+
+/** True when message `m` is made only of the caller's own items (a copy that a repair left
+ * some parts out of, or moved parts into; a string content moved into a text block). */
+function builtFrom(m, { objects, strings }) {
+  const content = m.content;
+  const contentOk = content === null || content === undefined ||
+    (typeof content === 'string' && strings.has(content)) ||
+    (Array.isArray(content) && content.every((item) => objects.has(item) ||
+      (item && item.type === 'text' && strings.has(item.text))));
+  const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
+  return contentOk && calls.every((c) => objects.has(c));
+}
+
+/** True when a message that is not the caller's object has a reason to be new: a
+ * placeholder, an excerpt, a stub result, a repair note, or a repair (reported) that left some
+ * of the caller's items out. */
+function changedFor(m, result, parts) {
+  return hasPlaceholder(m) || isExcerpt(m) || isRepairNote(m) ||
+    JSON.stringify(m).includes(h.STUB) || (result.repairs.length > 0 && builtFrom(m, parts));
+}
+
 /**
  * Everything a compaction result must satisfy for the input `messages` and a compactor with
- * `window` and `soft`: pairs valid, pinned and newest messages kept as the same objects, new
- * objects only where something changed, bounded size, never larger.
+ * `window` and `soft` (DESIGN section 2, issues 12 and 13):
+ * - the view passes checkPairs; the pinned messages (system prompt, task) are the caller's own
+ *   objects; at most one checkpoint; the view never grows;
+ * - the newest message is the caller's object or a copy whose outputs are placeholders (or
+ *   whose text is an excerpt); the newest turn's assistant message is there, as the object or
+ *   an edited copy of it;
+ * - every new object has a reason (checkpoint, placeholder, excerpt, stub, repair note, or a
+ *   repair, reported in result.repairs, that left parts out of the caller's items);
+ * - every view is at most the window, and after any compaction (tier warn and up) at most
+ *   soft x window, unless the record says why (or said so before: `told.over`, which the
+ *   replay keeps, since the core tells it once while it lasts);
+ * - the view's own estimate (plus `toolTokens`) is tokensAfter (with a named `estimator`);
+ * - below warn with nothing repaired, offloaded or folded, the view is the history itself.
  */
-function assertView(messages, result, { window, soft = 0.7, format } = {}) {
+/**
+ * Whether the newest turn may be missing from the view: 'now' when the record says that not
+ * even it fitted (every turn was folded: the last resort of a window the pinned messages
+ * nearly fill; its archives then cover the newest message), 'before' when such a fold on an
+ * earlier call (remembered in `told`) covers the newest turn, else false.
+ */
+function newestTurnFolded(messages, result, told) {
+  const record = result.record || {};
+  if ((record.notes || []).some((n) => n.includes('every turn was folded'))) {
+    const ends = (record.archived || []).map((a) => a.end);
+    // (Archive ranges count the messages of the history as repaired: a moved result joins
+    // its call's result message, so with repairs the range can end before messages.length.)
+    assert.ok(ends.length && (Math.max(...ends) >= messages.length || result.repairs.length),
+      'the newest turn was folded but not archived');
+    if (told) told.foldedTo = Math.max(...ends);
+    return 'now';
+  }
+  const a = messages.lastIndexOf(lastAssistant(messages));
+  return told && told.foldedTo && a >= 0 && a < told.foldedTo ? 'before' : false;
+}
+
+function assertView(messages, result, { window, soft = 0.7, format, told = null, toolTokens = 0,
+  pinned = true, estimator, factor = 1 } = {}) {
   const view = result.messages;
   const opts = format ? { format } : undefined;
   assert.deepEqual(ctxkeel.checkPairs(view, opts), [], 'the view breaks tool-call pairs');
@@ -151,45 +293,154 @@ function assertView(messages, result, { window, soft = 0.7, format } = {}) {
   if (system) assert.ok(view.includes(system), 'the system message is not the same object');
   const task = messages.find((m) => m.role === 'user' && !isCheckpoint(m) &&
     !(Array.isArray(m.content) && m.content.some(h.isResultBlock)));
-  if (task) assert.ok(view.includes(task), 'the first user message is not the same object');
+  if (task && pinned) assert.ok(view.includes(task), 'the first user message is not the same object');
   if (messages.length) {
-    assert.equal(view[view.length - 1], messages[messages.length - 1],
-      'the newest message is not the same object');
+    // The newest message of the history as repair leaves it (a misplaced result moves up to
+    // its call, a stub is not the caller's): the object, or a copy of it with placeholders,
+    // an excerpt or a repair; or gone whole by a repair that names it (Anthropic results of
+    // a reused id, stored first).
+    const repaired = ctxkeel.repairPairs(messages, opts);
+    const newest = repaired.findLast((m) => inputs.has(m));
+    const at = messages.indexOf(newest);
+    const dropped = result.repairs.some((r) => r.index === at && /dropped$/.test(r.kind));
+    const folded = newestTurnFolded(messages, result, told);
+    if (newest && !view.includes(newest) && !dropped && folded !== 'now') {
+      const parts = inputParts(messages);
+      const copy = view.find((m) => !inputs.has(m) && !isCheckpoint(m) && isCopyOf(m, newest) &&
+        m.tool_call_id === newest.tool_call_id && changedFor(m, result, parts));
+      assert.ok(copy, `the newest message is neither the caller's object nor a copy with ` +
+        `placeholders (or repaired): ${JSON.stringify(newest).slice(0, 300)}`);
+    }
+    const assistant = lastAssistant(messages);
+    if (assistant && !view.includes(assistant) && !folded) {
+      assert.ok(isCopyOf(lastAssistant(view), assistant),
+        'the newest turn\'s assistant message is not in the view');
+    }
   }
+  const parts = inputParts(messages);
   for (const m of view) {
     if (inputs.has(m)) continue;
-    assert.ok(isCheckpoint(m) || hasPlaceholder(m) || JSON.stringify(m).includes(h.STUB),
+    assert.ok(isCheckpoint(m) || changedFor(m, result, parts),
       `a new object in the view changed nothing: ${JSON.stringify(m).slice(0, 200)}`);
   }
   assert.equal(view.filter(isCheckpoint).length <= 1, true, 'more than one checkpoint');
   assert.ok(result.tokensAfter <= result.tokensBefore,
     `the view grew: ${result.tokensBefore} -> ${result.tokensAfter}`);
-  if (window && atLeast(result.tier, 'soft') && result.tokensAfter > soft * window) {
-    assert.ok(result.record && /soft limit/.test(result.record.error || ''),
-      `tier ${result.tier}: ${result.tokensAfter} tokens > soft limit ${soft * window}, ` +
-      `and the record does not say why (${result.record && result.record.error})`);
+  // (Not with a counting function: its tests count its calls.)
+  if (typeof estimator !== 'function') {
+    const counted = ctxkeel.estimateTokens(view, estimator ? { estimator } : undefined) +
+      toolTokens;
+    assert.equal(result.tokensAfter, counted, 'tokensAfter is not the estimate of the view sent');
   }
-  if (result.tier === 'none' && !view.some(isCheckpoint) && !view.some(hasPlaceholder)) {
+  if (window) {
+    // The ratios are the estimates over the window, the usage factor applied.
+    assert.ok(Math.abs(result.ratioAfter - result.tokensAfter * factor / window) < 1e-9,
+      `ratioAfter ${result.ratioAfter} is not ${result.tokensAfter} x ${factor} / ${window}`);
+    assert.ok(Math.abs(result.ratioBefore - result.tokensBefore * factor / window) < 1e-9,
+      `ratioBefore ${result.ratioBefore} is not ${result.tokensBefore} x ${factor} / ${window}`);
+  }
+  assert.ok(result.ratioAfter <= 1 + 1e-12, `the view is above the window: ${result.ratioAfter}`);
+  assert.ok(result.ratioAfter <= result.ratioBefore + 1e-12, 'the view grew');
+  const over = result.tier !== 'none' && result.ratioAfter > soft + 1e-12;
+  const said = result.record && /more than the soft limit/.test(result.record.error || '');
+  if (over) {
+    assert.ok(said || (told && told.over),
+      `tier ${result.tier}: ratio ${result.ratioAfter} > soft ${soft}, and the record does ` +
+      `not say why (${result.record && result.record.error})`);
+  }
+  if (told) told.over = over && (said || told.over);
+  if (result.tier === 'none' && result.repairs.length === 0 && !view.some(isCheckpoint) &&
+      !view.some(hasPlaceholder) && !view.some(isExcerpt)) {
     assert.equal(view.length, messages.length);
     view.forEach((m, i) => assert.equal(m, messages[i], `tier none: message ${i} was copied`));
+  }
+  for (const r of result.repairs) {
+    assert.ok(Number.isInteger(r.index) && r.index >= 0 && r.index < messages.length,
+      `a repair names message ${r.index}`);
+    assert.equal(typeof r.toolCallId, 'string');
+  }
+}
+
+/**
+ * Everything the view no longer shows in full can be read back: each placeholder's path reads
+ * the very output it stands for and each excerpt's ref the very text; for the newest message,
+ * the output of that message itself.
+ */
+async function assertRecoverable(compactor, messages, result) {
+  const known = new Set();
+  for (const m of messages) {
+    for (const t of messageTexts(m)) known.add(t);
+    if (m && m.role === 'tool') known.add(resultText(m.content));
+    for (const item of Array.isArray(m && m.content) ? m.content : []) {
+      if (h.isResultBlock(item)) known.add(resultText(item.content));
+    }
+  }
+  const inputs = new Set(messages);
+  const newest = messages[messages.length - 1];
+  for (const m of result.messages) {
+    if (inputs.has(m) || isCheckpoint(m)) continue;
+    for (const t of messageTexts(m)) {
+      if (t.startsWith(PLACEHOLDER)) {
+        const where = /\nfull text: (.*)\n/.exec(t)[1];
+        const full = await compactor.readEvidence(where, { limit: 1e9 });
+        assert.ok(known.has(full), `the placeholder's full text is no output of the history (${where})`);
+      }
+      const excerpt = EXCERPT.exec(t);
+      if (excerpt) {
+        const full = await compactor.readEvidence(excerpt[3], { limit: 1e9 });
+        assert.ok(known.has(full), `the excerpt's full text is no text of the history`);
+        assert.equal(Buffer.byteLength(full), Number(excerpt[2]));
+      }
+    }
+  }
+  // The newest message's own outputs: each placeholder of its copy reads back the output of
+  // the same call in that message.
+  const last = result.messages[result.messages.length - 1];
+  if (newest && last !== newest && isCopyOf(last, newest) && hasPlaceholder(last)) {
+    const pairs = newest.role === 'tool'
+      ? [[newest.tool_call_id, newest.content, last.tool_call_id, last.content]]
+      : (last.content || []).filter(h.isResultBlock).map((b) => {
+        const source = (newest.content || []).filter(h.isResultBlock)
+          .filter((x) => x.tool_use_id === b.tool_use_id).map((x) => x.content);
+        return [b.tool_use_id, source, b.tool_use_id, b.content];
+      });
+    for (const [, original, , shown] of pairs) {
+      for (const t of messageTexts({ content: shown }).filter((x) => x.startsWith(PLACEHOLDER))) {
+        const where = /\nfull text: (.*)\n/.exec(t)[1];
+        const full = await compactor.readEvidence(where, { limit: 1e9 });
+        const texts = Array.isArray(original) && newest.role !== 'tool'
+          ? original.map(resultText) : [resultText(original)];
+        assert.ok(texts.includes(full), 'a placeholder of the newest message reads back ' +
+          'another text');
+      }
+    }
   }
 }
 
 /**
  * Replays `messages` as an agent loop: before each assistant message the prefix so far is
- * compacted, as an agent does before each model call. Checks every view and the summarizer
- * discipline; returns the results.
+ * compacted, as an agent does before each model call. Checks every view (and, with
+ * `recover`, that what left it reads back) and the summarizer discipline: at most one call a
+ * compaction, none below soft nor at emergency. Returns the results.
  */
-async function replay(compactor, messages, { window, soft = 0.7, summarize, format } = {}) {
+async function replay(compactor, messages, { window, soft = 0.7, summarize, format,
+  recover = false, tools = null } = {}) {
   const results = [];
+  const told = { over: false };
+  const { estimator } = compactor.options;
+  const toolTokens = tools && tools.length ? ctxkeel.estimateTokens(tools, { estimator }) : 0;
   for (let i = 1; i < messages.length; i++) {
     if (messages[i].role !== 'assistant') continue;
     const prefix = messages.slice(0, i);
     const before = structuredClone(prefix);
     const calls = summarize ? summarize.requests.length : 0;
-    const result = await compactor.compact(prefix, summarize ? { summarize } : undefined);
+    const options = {};
+    if (summarize) options.summarize = summarize;
+    if (tools) options.tools = tools;
+    const result = await compactor.compact(prefix, options);
     assert.deepEqual(prefix, before, `compact() mutated its input at message ${i}`);
-    assertView(prefix, result, { window, soft, format });
+    assertView(prefix, result, { window, soft, format, told, toolTokens, estimator });
+    if (recover) await assertRecoverable(compactor, prefix, result);
     if (summarize) {
       const made = summarize.requests.length - calls;
       assert.ok(made <= 1, `${made} summarize calls in one compaction`);
@@ -216,5 +467,13 @@ module.exports = {
   hasPlaceholder,
   atLeast,
   assertView,
+  assertRecoverable,
   replay,
+  isExcerpt,
+  isCopyOf,
+  messageTexts,
+  resultText,
+  lastAssistant,
+  newestTurnFolded,
+  EXCERPT,
 };

@@ -255,3 +255,211 @@ def reply_kinds(draw):
                                            RuntimeError(""), KeyError("choices")]))
     return kind, draw(st.sampled_from([42, None, b"## User Intent\nx", ["## Next Steps"],
                                        {"text": "x"}, 3.5]))
+
+
+# ---- histories that stress the bound ----------------------------------------------------------
+# Huge newest outputs, wide parallel calls, long user messages with rules inside, agents that
+# reuse one id across turns (call_0, call_1 in every turn, as some OpenAI-compatible servers
+# do), long system prompts and heavy tool schemas.
+
+RULES = ["Never push to the main branch.", "Always run pytest -q before you report.",
+         "Do not edit the CI configuration.", "From now on, only touch files under src/.",
+         "You must keep the public API unchanged.", "不要修改 CI 配置。"]
+
+
+def long_prose(size, seed, rule=None):
+    """About `size` bytes of sentences, with `rule` (a sentence) in the middle."""
+    rng = random.Random(seed)
+    words = ["the", "parser", "reads", "tokens", "from", "a", "buffer", "and", "then",
+             "checks", "each", "line", "for", "errors", "before", "it", "moves", "on"]
+    sentences, total = [], 0
+    while total < size:
+        sentence = " ".join(rng.choice(words) for _ in range(rng.randint(6, 14)))
+        sentence = sentence[0].upper() + sentence[1:] + "."
+        sentences.append(sentence)
+        total += len(sentence) + 1
+    if rule:
+        sentences.insert(len(sentences) // 2, rule)
+    return " ".join(sentences)
+
+
+def huge_output():
+    """A newest output of 100 KB to 2 MB: many lines, or one line."""
+    return st.builds(big_text, st.integers(100_000, 2_000_000), st.integers(0, 2 ** 16),
+                     st.booleans())
+
+
+@st.composite
+def wide_call_turn(draw, t, huge=False):
+    """A clean turn of 1-8 parallel calls; with `huge`, one of the outputs is huge."""
+    n = draw(st.integers(1, 8))
+    heavy = draw(st.integers(0, n - 1)) if huge else -1
+    calls, results = [], []
+    for k in range(n):
+        cid = "call_%d_%d" % (t, k)
+        calls.append((cid, draw(st.sampled_from(TOOL_NAMES)), {"path": "src/m_%d_%d.py" % (t, k)}))
+        text = draw(huge_output()) if k == heavy else draw(tool_output())
+        results.append((cid, text, draw(st.booleans())))
+    return {"kind": "call", "text": draw(st.one_of(st.none(), short_text())), "calls": calls,
+            "results": results, "mode": "ordered", "now": list(range(n)), "later": []}
+
+
+def reuse_ids(plan):
+    """The plan with every turn's calls named call_0, call_1, ... (unique within a turn,
+    reused across turns)."""
+    for t in plan["turns"]:
+        if t["kind"] != "call":
+            continue
+        names = {}
+        for k, (cid, name, args) in enumerate(t["calls"]):
+            names[cid] = "call_%d" % k
+            t["calls"][k] = ("call_%d" % k, name, args)
+        t["results"] = [(names.get(cid, cid), text, blocks) for cid, text, blocks in t["results"]]
+    return plan
+
+
+@st.composite
+def bound_plans(draw, max_turns=12):
+    """A plan of plans() made harder: long user messages with a rule inside, wide parallel
+    turns, a huge newest output, reused ids, a long system prompt. Returns (plan, features)."""
+    plan = draw(plans(max_turns=max_turns))
+    features = set()
+    turns = plan["turns"]
+    for i, t in enumerate(turns[:-1]):
+        if t["kind"] == "user" and draw(st.booleans()):
+            t["text"] = long_prose(draw(st.integers(2_000, 40_000)), draw(st.integers(0, 999)),
+                                   draw(st.sampled_from(RULES)))
+            features.add("long user")
+        elif t["kind"] == "call" and draw(st.integers(0, 4)) == 0:
+            turns[i] = draw(wide_call_turn(i))
+            features.add("wide")
+    newest = draw(st.sampled_from(["plain", "huge", "wide", "long user", "long say"]))
+    n = len(turns) - 1
+    if newest == "huge":
+        turns[-1] = draw(wide_call_turn(n, huge=True))
+    elif newest == "wide":
+        turns[-1] = draw(wide_call_turn(n))
+    elif newest in ("long user", "long say"):
+        turns[-1] = {"kind": newest.split()[1],
+                     "text": long_prose(draw(st.integers(20_000, 400_000)),
+                                        draw(st.integers(0, 999)), draw(st.sampled_from(RULES)))}
+    features.add("newest " + newest)
+    if draw(st.integers(0, 3)) == 0:
+        plan["pinned"] = [("system", long_prose(draw(st.integers(1_000, 60_000)),
+                                                draw(st.integers(0, 999))))] + plan["pinned"]
+        features.add("long system")
+    if draw(st.booleans()):
+        reuse_ids(plan)
+        features.add("reused ids")
+    return plan, features
+
+
+def filler_turn(t):
+    """A plain turn of the kind long sessions are made of: a call with an output of about
+    2 KB (under the offload gate, so only a fold makes room)."""
+    cid = "fill_%d" % t
+    return {"kind": "call", "text": "Checking module %d." % t,
+            "calls": [(cid, "read_file", {"path": "src/fill_%d.py" % t})],
+            "results": [(cid, big_text(2_000, t, False), False)], "mode": "ordered",
+            "now": [0], "later": []}
+
+
+def with_filler(plan, n):
+    """The plan with `n` filler turns before its own (its newest turn stays the newest)."""
+    plan["turns"] = [filler_turn(t) for t in range(n)] + plan["turns"]
+    return plan
+
+
+def tool_schemas(n, size):
+    """n OpenAI tool schemas whose descriptions take about `size` bytes each."""
+    return [{"type": "function",
+             "function": {"name": "tool_%d" % k, "description": long_prose(size, k),
+                          "parameters": {"type": "object",
+                                         "properties": {"path": {"type": "string"}}}}}
+            for k in range(n)]
+
+
+# ---- sessions with planted canaries -------------------------------------------------------------
+
+
+def rule_with(rule, token):
+    """`rule` (a sentence) naming `token`, still one sentence."""
+    end = rule[-1] if rule[-1] in ".。" else ""
+    return "%s (rule %s)%s" % (rule[:len(rule) - len(end)], token, end or ".")
+
+
+def planted_session(seed, turns=60, tag="P", shape="openai", notes="own"):
+    """An agent session of `turns` turns in which every kind of text carries a unique canary:
+    assistant text (a decision), tool-call arguments, tool outputs (one line of a multi-line
+    output), user messages (a long message with a rule sentence in its middle), and write_file
+    calls (some to files read earlier). Deterministic in `seed`; `tag` starts every canary
+    and identifier, so that two sessions share none. In the Anthropic shape a user note is
+    its own message (notes="own") or a text block of the message that carries the turn's
+    results (notes="with_results", as many Anthropic agents send it).
+
+    Returns (messages, canaries) where canaries = {"tokens": {token: kind}, "rules": [rule
+    sentences], "written": [paths written], "read": [paths only read]}."""
+    rng = random.Random(seed)
+    tokens, rules, written, read = {}, [], [], []
+    serial = [0]
+
+    def canary(kind):
+        serial[0] += 1
+        token = "%s%s%d%05d" % (tag, kind, seed, serial[0] * 7919 % 100000)
+        tokens[token] = kind
+        return token
+
+    system = "You are a careful coding agent working in repository %s-repo." % tag
+    task = "Fix the failing parser test of %s in src/%s/parser.py." % (tag, tag)
+    msgs = [{"role": "system", "content": system}] if shape == "openai" else []
+    msgs.append({"role": "user", "content": task})
+    for t in range(turns):
+        calls = []
+        for k in range(rng.choice([1, 1, 1, 2, 3])):
+            cid = "%s_call_%d_%d" % (tag.lower(), t, k)
+            if read and rng.random() < 0.12:
+                path = rng.choice(read) if rng.random() < 0.5 else "src/%s/new_%d.py" % (tag, t)
+                if path in read:
+                    read.remove(path)
+                if path not in written:
+                    written.append(path)
+                calls.append((cid, "write_file", {"path": path,
+                                                 "content": "VALUE = '%s'\n" % canary("arg")}))
+            else:
+                path = "src/%s/mod_%d_%d.py" % (tag, t, k)
+                read.append(path)
+                calls.append((cid, rng.choice(["read_file", "grep", "bash"]),
+                              {"path": path, "query": canary("arg")}))
+        decision = "Turn %d: I decided to %s." % (t, canary("decision"))
+        outputs = []
+        for cid, name, _ in calls:
+            n = rng.randint(3, 45)
+            lines = ["%s line %d: " % (cid, q) + "v" * rng.randint(8, 70) for q in range(n)]
+            lines[rng.randrange(n)] += " " + canary("output")
+            outputs.append((cid, "\n".join(lines)))
+        if shape == "openai":
+            msgs.append({"role": "assistant", "content": decision, "tool_calls": [
+                {"id": cid, "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(args)}}
+                for cid, name, args in calls]})
+            msgs += [{"role": "tool", "tool_call_id": cid, "content": text}
+                     for cid, text in outputs]
+        else:
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": decision}] + [
+                {"type": "tool_use", "id": cid, "name": name, "input": args}
+                for cid, name, args in calls]})
+            msgs.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": cid, "content": text}
+                for cid, text in outputs]})
+        if rng.random() < 0.18 or t == turns // 3:
+            rule = rule_with(rng.choice(RULES), canary("rule"))
+            rules.append(rule)
+            text = "Update %s: %s" % (canary("user"), long_prose(rng.randint(600, 7000),
+                                                                 rng.randrange(999), rule))
+            if shape == "openai" or notes == "own":
+                msgs.append({"role": "user", "content": text})
+            else:
+                msgs[-1]["content"].append({"type": "text", "text": text})
+    if shape == "anthropic" and msgs[-1]["role"] == "user":
+        msgs.append({"role": "assistant", "content": [{"type": "text", "text": "Continuing."}]})
+    return msgs, {"tokens": tokens, "rules": rules, "written": written, "read": read}

@@ -11,12 +11,13 @@ import asyncio
 import os
 import re
 import threading
+import time
 import warnings
 
 import pytest
 
 import ctxkeel
-from compaction_support import fresh_dir, synthetic_history, window_for
+from compaction_support import folding_history, fresh_dir, synthetic_history, window_for
 
 KEY = re.compile(r"^tool_results/[A-Za-z0-9._~-]+/[A-Za-z0-9._~-]+\.txt$")
 
@@ -114,7 +115,8 @@ def test_every_large_output_round_trips(tmp_path, corpus_messages):
     first = text.split("\n", 1)[0]
     assert c.read_evidence(o["path"], limit=1).rstrip("\n") == first
     hits = c.search_evidence(o["tool_call_id"], re.escape(first[:30]) if first else ".")
-    assert hits and hits[0]["line"] == 1 and hits[0]["ref"] == o["tool_call_id"]
+    # Lines count from 0, as read offsets do (POLICY-CHANGES 9).
+    assert hits and hits[0]["line"] == 0 and hits[0]["ref"] == o["tool_call_id"]
     check_session_search(c.search_evidence, result, outputs(corpus_messages))
 
 
@@ -165,7 +167,9 @@ def test_offload_goes_through_the_backend(tmp_path):
         assert c.read_evidence("call_log", limit=10 ** 6) == text
         assert asyncio.run(c.aoffload(message))["content"] == out["content"]
         assert backend.puts == [next(iter(backend.data))]  # the same id is written once
-        assert [h["line"] for h in c.search_evidence(None, "line 0999")] == [1000]
+        hits = c.search_evidence(None, "line 0999")
+        assert [h["line"] for h in hits] == [999]  # counted from 0 (POLICY-CHANGES 9)
+        assert c.read_evidence(hits[0]["ref"], offset=999, limit=1) == "line 0999 of a long log\n"
 
 
 def test_a_failing_put_fails_open_and_is_recorded(tmp_path, corpus_messages):
@@ -438,3 +442,190 @@ def test_a_plain_backend_in_acompact_runs_off_the_loop(tmp_path):
 
     loop_thread = asyncio.run(main())
     assert threads and loop_thread not in threads
+
+
+# ---- a backend that never answers ----------------------------------------------------------
+
+
+class Hung(DictBackend):
+    """Coroutine methods that never finish; counts the calls that started and were
+    cancelled."""
+
+    def __init__(self):
+        DictBackend.__init__(self)
+        self.started = 0
+        self.cancelled = 0
+
+    async def wait_forever(self):
+        self.started += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def put(self, key, text):
+        await self.wait_forever()
+
+    async def get(self, key):
+        await self.wait_forever()
+
+
+def within(seconds, fn):
+    """fn() in a thread, which must be done within `seconds` (generous: it only tells
+    "returned" from "hung")."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "still waiting for the backend after %g s" % seconds
+    assert out, "the call raised"
+    return out[0]
+
+
+def eventually(condition, seconds=30):
+    """Whether `condition()` holds within `seconds` (it is polled)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@private_loop
+def test_a_backend_that_never_answers_times_out_and_fails_open(tmp_path):
+    messages = synthetic_history(turns=16)
+    backend = Hung()
+    c = warn_compactor(tmp_path, messages, backend, backend_timeout=0.2)
+    assert c.options["backend_timeout"] == 0.2
+    result = within(60, lambda: c.compact(messages))
+    # The outputs stay in the view, the record says why, and the backend was waited for once:
+    # its later calls in the same compaction failed at once.
+    assert result.tier == "warn" and result.record["offloaded"] == []
+    assert all(m in messages for m in result.messages)
+    error = result.record["error"]
+    assert "TimeoutError: backend timed out after 0.2 s" in error
+    assert "backend timed out earlier in this call" in error
+    assert backend.started == 1
+    assert eventually(lambda: backend.cancelled == 1)  # on the loop, a moment later
+    assert not c._core.busy
+    # Nothing is left busy: the next calls run (and time out) as well.
+    assert within(60, lambda: c.compact(messages)).record["offloaded"] == []
+    message = {"role": "tool", "tool_call_id": "call_big", "content": "x\n" * 10000}
+    with pytest.warns(RuntimeWarning, match="backend timed out"):
+        assert within(60, lambda: c.offload(message)) is message
+    with pytest.raises(ctxkeel.Error) as caught:
+        c.read_evidence("call_big")
+    assert caught.value.code == "CK_EIO" and isinstance(caught.value.__cause__, TimeoutError)
+    with pytest.raises(ctxkeel.Error, match="backend timed out"):
+        c.search_evidence("call_big", "x")
+
+
+def test_acompact_with_a_backend_that_never_answers(tmp_path):
+    messages = synthetic_history(turns=16)
+    backend = Hung()
+    c = warn_compactor(tmp_path, messages, backend, backend_timeout=0.2)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        other = asyncio.ensure_future(ticker())
+        try:
+            first = await asyncio.wait_for(c.acompact(messages), timeout=60)
+            second = await asyncio.wait_for(c.acompact(messages), timeout=60)
+        finally:
+            other.cancel()
+        return first, second, ticks
+
+    first, second, ticks = asyncio.run(main())
+    for result in (first, second):
+        assert result.record["offloaded"] == []
+        assert "backend timed out after 0.2 s" in result.record["error"]
+    assert ticks > 0  # the loop ran while the backend was waited for
+    assert backend.started == backend.cancelled == 2
+    assert not c._core.busy
+
+
+def test_backend_timeout_is_checked_by_the_core(tmp_path):
+    store = fresh_dir(tmp_path)
+    assert ctxkeel.Compactor(1000, store_dir=store).options["backend_timeout"] == 10.0
+    assert ctxkeel.Compactor(1000, store_dir=store,
+                             backend_timeout=3).options["backend_timeout"] == 3.0
+    for bad in (0, -1, 0.0, float("nan"), float("inf"), 86401):
+        with pytest.raises(ctxkeel.InputError) as caught:
+            ctxkeel.Compactor(1000, store_dir=store, backend_timeout=bad)
+        assert caught.value.where == "backend_timeout" and caught.value.code == "CK_EINVAL"
+    for bad in ("10", True, [1]):
+        with pytest.raises(TypeError, match="backend_timeout"):
+            ctxkeel.Compactor(1000, store_dir=store, backend_timeout=bad)
+
+
+# ---- other host code that misbehaves ---------------------------------------------------------
+
+
+class Sneaky(str):
+    """A reply that is a str, but whose methods raise."""
+
+    def strip(self, *args):
+        raise RuntimeError("strip is booby-trapped")
+
+    def __str__(self):
+        raise RuntimeError("__str__ is booby-trapped")
+
+    def encode(self, *args, **kwargs):
+        raise RuntimeError("encode is booby-trapped")
+
+
+def test_a_str_subclass_reply_is_copied_not_trusted(tmp_path):
+    history = folding_history()
+    c = ctxkeel.Compactor(window_for(history, 0.85), store_dir=fresh_dir(tmp_path))
+    reply = Sneaky("## User Intent\nfix the parser\n\n## Next Steps\nrun the tests")
+    result = c.compact(history, summarize=lambda request: reply)
+    assert result.tier == "full" and result.record["fallback"] is None
+    assert "fix the parser" in result.record["checkpoint"]
+
+    class Empty(str):
+        def strip(self, *args):
+            return "not empty, it says"
+
+    c = ctxkeel.Compactor(window_for(history, 0.85), store_dir=fresh_dir(tmp_path))
+    result = c.compact(history, summarize=lambda request: Empty("   "))
+    assert result.record["fallback"] == "summarizer returned an empty reply"
+
+    class Liar:
+        @property
+        def __class__(self):
+            raise RuntimeError("no class")
+
+    c = ctxkeel.Compactor(window_for(history, 0.85), store_dir=fresh_dir(tmp_path))
+    result = c.compact(history, summarize=lambda request: Liar())
+    assert result.record["fallback"].startswith("summarizer ")  # a reason, not an exception
+
+    async def main():
+        async def summarize(request):
+            return reply
+
+        cc = ctxkeel.Compactor(window_for(history, 0.85), store_dir=fresh_dir(tmp_path))
+        return await cc.acompact(history, summarize=summarize)
+
+    result = asyncio.run(main())
+    assert result.record["fallback"] is None and "fix the parser" in result.record["checkpoint"]
+
+
+def test_token_sums_saturate_with_a_huge_host_count(tmp_path):
+    history = synthetic_history(turns=4)
+    huge = 2 ** 64 - 2  # the largest count a host counter may give
+    c = ctxkeel.Compactor(10 ** 6, store_dir=fresh_dir(tmp_path), estimator=lambda text: huge)
+    # Each message costs at most the largest count, never a count that wrapped to a few
+    # tokens (which made the view look nearly empty and skipped compaction): the task alone
+    # exceeds the window, so no view can be built, and the count told is the saturated one.
+    with pytest.raises(ctxkeel.ContextOverflowError) as info:
+        c.compact(history)
+    assert str(2 ** 64 - 1) in str(info.value) or str(huge) in str(info.value)

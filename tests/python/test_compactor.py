@@ -25,10 +25,12 @@ from compaction_support import (
     Scripted,
     check_result,
     corpus_names,
+    find_message,
     fresh_dir,
     is_checkpoint,
     load_corpus,
     replay,
+    folding_history,
     synthetic_history,
     window_for,
 )
@@ -60,8 +62,9 @@ def test_signature_matches_the_design():
                 ("emergency", 0.95), ("keep_tail", 6), ("offload_threshold", 4000),
                 ("tool_offload_threshold", 10000), ("summary_max_tokens", None),
                 ("summarize_timeout", 60.0), ("estimator", "default"), ("format", "auto"),
-                ("pin_first_user", True), ("on_compaction", None), ("retention", None),
-                ("backend", None)]
+                ("pin_first_user", True), ("on_compaction", None), ("target", None),
+                ("keep_tail_tokens", None), ("retention", None), ("backend", None),
+                ("backend_timeout", 10.0)]
     assert [(p.name, p.default) for p in sig.parameters.values()] == expected
     assert all(p.kind == p.KEYWORD_ONLY for p in list(sig.parameters.values())[1:])
     for name in ("compact", "acompact", "offload", "read_evidence", "search_evidence",
@@ -84,15 +87,20 @@ def test_options_in_force(tmp_path):
     assert (o["keep_tail"], o["offload_threshold"], o["tool_offload_threshold"]) == (6, 4000,
                                                                                      10000)
     assert o["summary_max_tokens"] == 5000  # window / 20 within [256, 8192]
+    # target and keep_tail_tokens: None takes the core's defaults (POLICY-CHANGES 2).
+    assert o["target"] == 0.50 and o["keep_tail_tokens"] == 25000  # window / 4
     assert o["summarize_timeout"] == 60.0 and o["pin_first_user"] is True
     assert c.session_id == "opts" and c.usage_factor == 1.0
     other = ctxkeel.Compactor(1000, store_dir=tmp_path / "p", summary_max_tokens=300,
                               estimator="chars4", format="openai", pin_first_user=False,
                               summarize_timeout=None)
     o = other.options
+    assert (o["target"], o["keep_tail_tokens"]) == (0.50, 250)
     assert o["summary_max_tokens"] == 300 and o["estimator"] == "chars4"
     assert o["format"] == "openai" and o["pin_first_user"] is False
     assert o["summarize_timeout"] is None and o["store_dir"] == str(tmp_path / "p")
+    o = ctxkeel.Compactor(1000, store_dir=store, target=0.4, keep_tail_tokens=123).options
+    assert (o["target"], o["keep_tail_tokens"]) == (0.4, 123)
     # Without a session_id each compactor gets its own random one.
     a, b = ctxkeel.Compactor(1000, store_dir=store), ctxkeel.Compactor(1000, store_dir=store)
     assert a.session_id != b.session_id and len(a.session_id) >= 8
@@ -105,6 +113,7 @@ def test_options_in_force(tmp_path):
     {"summary_max_tokens": 1.5}, {"session_id": 7}, {"session_id": b"id"},
     {"store_dir": 5}, {"estimator": 1}, {"format": None}, {"pin_first_user": 1},
     {"summarize_timeout": "60"}, {"summarize_timeout": True}, {"on_compaction": 5},
+    {"target": "0.5"}, {"target": True}, {"keep_tail_tokens": 1.5}, {"keep_tail_tokens": "9"},
 ])
 def test_option_types(kwargs, tmp_path):
     kwargs = dict(kwargs)
@@ -128,6 +137,10 @@ def test_option_types(kwargs, tmp_path):
     ({"summarize_timeout": -1.0}, "summarize_timeout"),
     ({"summarize_timeout": float("inf")}, "summarize_timeout"),
     ({"summarize_timeout": float("nan")}, "summarize_timeout"),
+    ({"target": 0}, "target"), ({"target": -0.5}, "target"), ({"target": 0.7}, "target"),
+    ({"target": 0.75}, "target"), ({"target": float("nan")}, "target"),
+    ({"soft": 0.65, "target": 0.66}, "target"), ({"keep_tail_tokens": 0}, "keep_tail_tokens"),
+    ({"keep_tail_tokens": -1}, "keep_tail_tokens"),
 ])
 def test_option_values_name_the_option(kwargs, where, tmp_path):
     kwargs = dict(kwargs)
@@ -209,7 +222,7 @@ def test_warn_offloads_outside_the_tail_without_a_model(tmp_path):
 
 @pytest.mark.parametrize("ratio,tiers", [(0.75, ("soft", "full")), (0.85, ("full",))])
 def test_soft_and_full_summarize_once(ratio, tiers, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = ctxkeel.Compactor(window_for(messages, ratio), store_dir=fresh_dir(tmp_path))
     s = Scripted()
     result, made = compact_checked(c, messages, summarize=s)
@@ -251,13 +264,20 @@ def test_emergency_needs_no_model_and_keeps_the_task(tmp_path):
 
 
 def test_emergency_keeps_the_newest_turns_that_fit(tmp_path):
-    # Small turns: the fold keeps as many of the newest as fit under the warn threshold.
+    # Small turns: the fold keeps as many of the newest whole turns as fit within the target
+    # (POLICY-CHANGES 4: the target, 0.50, not the warn threshold).
     messages = synthetic_history(turns=60, big_lines=4)
     window = window_for(messages, 1.3)
-    result = ctxkeel.Compactor(window, store_dir=fresh_dir(tmp_path)).compact(messages)
+    c = ctxkeel.Compactor(window, store_dir=fresh_dir(tmp_path))
+    result = c.compact(messages)
     assert result.tier == "emergency"
-    assert window * 0.3 < result.tokens_after <= window * 0.6
+    assert window * 0.3 < result.tokens_after <= window * c.options["target"]
     assert len(result.messages) > 40
+    # The kept tail is whole turns: it starts at an assistant message, and the record counts
+    # what was kept after the folded span.
+    kept = result.record["preserved_tail"]
+    assert kept > 30 and messages[len(messages) - kept]["role"] == "assistant"
+    assert all(a is b for a, b in zip(result.messages[-kept:], messages[-kept:]))
     # Large outputs: offloading them is enough, and every message stays (nothing is folded).
     messages = synthetic_history()
     result = ctxkeel.Compactor(window_for(messages, 1.3),
@@ -326,7 +346,7 @@ def failing_summarizers():
 @pytest.mark.parametrize("name,summarize,reason",
                          failing_summarizers(), ids=[f[0] for f in failing_summarizers()])
 def test_a_failing_summarizer_falls_back(name, summarize, reason, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
     result, _ = compact_checked(c, messages, summarize=summarize)
     assert result.tier == "full"
@@ -335,7 +355,7 @@ def test_a_failing_summarizer_falls_back(name, summarize, reason, tmp_path):
 
 
 def test_a_hung_summarizer_times_out(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path),
                           summarize_timeout=0.2)
     release, finished = threading.Event(), threading.Event()
@@ -367,7 +387,7 @@ def test_a_hung_summarizer_times_out(tmp_path):
 
 
 def test_the_summarizer_sees_the_snapshot_while_the_caller_changes_its_objects(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     newest = messages[-1]
     seen = {}
 
@@ -391,7 +411,7 @@ def test_the_summarizer_sees_the_snapshot_while_the_caller_changes_its_objects(t
 
 
 def test_summarize_none_is_the_extractive_summarizer_not_a_fallback(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
     result, _ = compact_checked(c, messages)
     assert result.tier == "full" and result.record["fallback"] is None
@@ -400,7 +420,7 @@ def test_summarize_none_is_the_extractive_summarizer_not_a_fallback(tmp_path):
 
 
 def test_the_summarizer_cannot_reenter_its_compactor(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
     errors = []
 
@@ -446,7 +466,7 @@ def test_the_next_turn_needs_no_summary(tmp_path):
 
 
 def test_a_view_written_back_as_history_is_recognized(tmp_path):
-    history = synthetic_history(turns=40)
+    history = folding_history()
     window = window_for(history, 0.85)
     c = ctxkeel.Compactor(window, store_dir=fresh_dir(tmp_path))
     s = Scripted()
@@ -460,7 +480,7 @@ def test_a_view_written_back_as_history_is_recognized(tmp_path):
     assert checkpoints(again.messages) == checkpoints(written)
     # The history grows until it needs a new summary: the old checkpoint is handed over as
     # `previous`, never summarized again as one of the messages.
-    grown = written + synthetic_history(turns=40, prefix="later")[2:]
+    grown = written + folding_history(prefix="later")[2:]
     third, made = compact_checked(c, grown, summarize=s)
     assert made == 1
     request = s.requests[-1]
@@ -474,7 +494,7 @@ def test_a_view_written_back_as_history_is_recognized(tmp_path):
 
 
 def test_a_new_compactor_resumes_the_session(tmp_path):
-    history = synthetic_history(turns=40)
+    history = folding_history()
     window = window_for(history, 0.85)
     store = fresh_dir(tmp_path)
     first = ctxkeel.Compactor(window, store_dir=store, session_id="resume-me")
@@ -495,7 +515,7 @@ def test_a_new_compactor_resumes_the_session(tmp_path):
 
 
 def test_reset_forgets_the_checkpoint(tmp_path):
-    history = synthetic_history(turns=40)
+    history = folding_history()
     store = fresh_dir(tmp_path)
     c = ctxkeel.Compactor(window_for(history, 0.85), store_dir=store, session_id="r")
     s = Scripted()
@@ -511,7 +531,7 @@ def test_reset_forgets_the_checkpoint(tmp_path):
 
 def test_same_input_and_replies_give_the_same_view(tmp_path, monkeypatch):
     # Placeholders state where the full text is; relative store folders make them equal.
-    history = synthetic_history(turns=40)
+    history = folding_history()
     views = []
     for _ in range(2):
         monkeypatch.chdir(fresh_dir(tmp_path))
@@ -576,7 +596,7 @@ def test_on_compaction_errors_warn_and_do_not_break_the_agent(tmp_path):
 
 
 def test_threads_on_one_compactor_get_busy_errors(tmp_path):
-    history = synthetic_history()
+    history = folding_history()
     c = ctxkeel.Compactor(window_for(history, 0.85), store_dir=fresh_dir(tmp_path))
     n = 6
     barrier = threading.Barrier(n)
@@ -699,9 +719,18 @@ def test_corpus_replay(corpus_name, shape, tmp_path):
     results = replay(c, messages, s)
     tiers = [r.tier for _, r, _ in results]
     assert any(t in ("soft", "full", "emergency") for t in tiers), tiers
-    assert 0 < s.calls < len(results)
+    assert s.calls < len(results)
+    target = c.options["target"]
+    for _, r, made in results:
+        if r.tier not in ("soft", "full") or r.record is None:
+            continue
+        # A summary call exactly when a span was folded; when nothing was folded, offloads
+        # alone brought the view to the target (POLICY-CHANGES 3).
+        assert made == (1 if r.record["summarized"] > 0 else 0), (made, r.record)
+        if r.record["summarized"] == 0:
+            assert r.ratio_after <= target + 1e-9, r.record
     final = results[-1][1]
-    assert final.messages[-1] is messages[-1]
+    assert find_message(c, messages[-1], len(messages) - 1, final.messages, final.repairs)
     assert final.tokens_after <= 0.7 * window or "more than the soft limit" in (
         (final.record or {}).get("error") or "")
 
@@ -725,7 +754,7 @@ def test_corpus_same_replies_same_views(corpus_name, tmp_path, monkeypatch):
 def test_a_compaction_job_step_by_step(tmp_path):
     from ctxkeel import _ext
 
-    messages = synthetic_history()
+    messages = folding_history()
     core = _ext.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
     job = core.begin(messages, 0)
     assert isinstance(job, _ext.Compaction) and core.busy
@@ -740,9 +769,14 @@ def test_a_compaction_job_step_by_step(tmp_path):
     with pytest.raises(ctxkeel.InputError):
         job.set_summary("\ud800")
     job.set_summary("## Next Steps\nstep by step")
-    out, tier, record, before, after = job.finish()
+    out, tier, record, before, after, ratio_before, ratio_after, repairs = job.finish()
     assert not core.busy and tier == "full" and before > after
+    window = core.options["context_window"]
+    assert math.isclose(ratio_before, before / window) and math.isclose(ratio_after, after / window)
+    assert 0.80 <= ratio_before < 0.95 and ratio_after <= core.options["soft"]
+    assert repairs == []
     assert json.loads(record)["tier"] == "full"
+    assert json.loads(record)["ratio_after"] == ratio_after
     assert "step by step" in out[2]["content"]
     # A finished job is closed: every use but close() says so.
     for use in (job.finish, job.request, lambda: job.set_summary("x"), lambda: job.snapshot,
@@ -760,7 +794,7 @@ def test_a_compaction_job_step_by_step(tmp_path):
 def test_an_extractive_job_is_finished_by_begin(tmp_path):
     from ctxkeel import _ext
 
-    messages = synthetic_history()
+    messages = folding_history()
     core = _ext.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
     job = core.begin(messages, extractive=True)
     assert job.tier == "full" and not job.needs_summary and core.busy
@@ -770,7 +804,7 @@ def test_an_extractive_job_is_finished_by_begin(tmp_path):
     with pytest.raises(ctxkeel.Error) as info:
         job.request()
     assert info.value.code == "CK_ESTATE"
-    out, tier, record, _, _ = job.finish()
+    out, tier, record = job.finish()[:3]
     assert json.loads(record)["fallback"] is None and any(is_checkpoint(m) for m in out)
     # A job that needs no summary says so when asked for a request.
     small = core.begin(messages[:4])
@@ -778,13 +812,19 @@ def test_an_extractive_job_is_finished_by_begin(tmp_path):
     with pytest.raises(ctxkeel.Error) as info:
         small.request()
     assert info.value.code == "CK_ESTATE"
-    assert small.finish()[2] is None
+    # Four messages do not hold the 80 the checkpoint covers: the state starts afresh and a
+    # record says so (POLICY-CHANGES 8).
+    record = json.loads(small.finish()[2])
+    assert record["tier"] == "none" and record["checkpoint"] is None and record["error"] is None
+    assert any("the state was started afresh" in note for note in record["notes"])
+    fresh = _ext.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
+    assert fresh.begin(messages[:4]).finish()[2] is None  # nothing to tell
 
 
 def test_a_dropped_job_frees_its_compactor(tmp_path):
     from ctxkeel import _ext
 
-    messages = synthetic_history()
+    messages = folding_history()
     core = _ext.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
     job = core.begin(messages)
     with pytest.raises(ctxkeel.Error):
@@ -802,8 +842,9 @@ def test_a_dropped_job_frees_its_compactor(tmp_path):
     job = core.begin(messages)
     del core
     gc.collect()
+    assert job.needs_summary
     job.set_summary("## User Intent\nstill here")
-    out, tier, _, _, _ = job.finish()
+    out, tier = job.finish()[:2]
     assert tier in _ext.TIERS and ctxkeel.check_pairs(out) == []
 
 

@@ -16,9 +16,9 @@ from compaction_support import (
     Scripted,
     check_result,
     checkpoint_reply,
+    folding_history,
     fresh_dir,
     is_checkpoint,
-    synthetic_history,
     window_for,
 )
 
@@ -52,7 +52,7 @@ class AsyncScripted:
 
 
 def test_a_coroutine_summarizer(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages)
     s = AsyncScripted(delay=0.01)
 
@@ -73,7 +73,7 @@ def test_a_coroutine_summarizer(tmp_path):
 
 
 def test_a_plain_summarizer_runs_off_the_loop(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages)
     where = {}
     ticks = []
@@ -103,7 +103,7 @@ def test_a_plain_summarizer_runs_off_the_loop(tmp_path):
 
 
 def test_a_function_that_returns_an_awaitable(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages)
     s = AsyncScripted()
 
@@ -115,7 +115,7 @@ def test_a_function_that_returns_an_awaitable(tmp_path):
 
 
 def test_summarize_none_in_acompact(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages)
     result = asyncio.run(acompact_checked(c, messages))
     assert result.tier == "full" and result.record["fallback"] is None
@@ -123,7 +123,7 @@ def test_summarize_none_in_acompact(tmp_path):
 
 
 def test_other_coroutines_run_while_the_summarizer_awaits(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages, summarize_timeout=5)
     progress = []
 
@@ -183,7 +183,7 @@ def async_failures():
 @pytest.mark.parametrize("name,summarize,reason", async_failures(),
                          ids=[f[0] for f in async_failures()])
 def test_async_failures_fall_back(name, summarize, reason, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages, summarize_timeout=0.2)
     started = time.monotonic()
     result = asyncio.run(acompact_checked(c, messages, summarize))
@@ -194,7 +194,7 @@ def test_async_failures_fall_back(name, summarize, reason, tmp_path):
 
 
 def test_a_hung_plain_summarizer_times_out(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages, summarize_timeout=0.2)
     release, finished = threading.Event(), threading.Event()
 
@@ -217,7 +217,7 @@ def test_a_hung_plain_summarizer_times_out(tmp_path):
 
 @pytest.mark.parametrize("kind", ["coroutine", "thread"])
 def test_cancelling_acompact(kind, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages, summarize_timeout=30)
     state = {"cancelled": False}
     release = threading.Event()
@@ -260,7 +260,7 @@ def test_cancelling_acompact(kind, tmp_path):
 
 
 def test_a_second_acompact_while_one_awaits_is_busy(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages)
 
     async def main():
@@ -282,7 +282,7 @@ def test_a_second_acompact_while_one_awaits_is_busy(tmp_path):
 
 
 def test_many_compactors_in_one_loop(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     window = window_for(messages, 0.85)
     store = fresh_dir(tmp_path)
     options = dict(session_id="loop", offload_threshold=10 ** 9)
@@ -299,7 +299,7 @@ def test_many_compactors_in_one_loop(tmp_path):
 
 
 def test_compact_runs_a_coroutine_summarizer_on_a_private_loop(tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = full_compactor(tmp_path, messages)
     s = AsyncScripted(delay=0.01)
     result = c.compact(messages, summarize=s)

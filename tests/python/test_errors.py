@@ -11,7 +11,7 @@ EXPECTED = {
     "CK_OK": 0, "CK_ENOMEM": -1, "CK_EINVAL": -2, "CK_ESYNTAX": -3, "CK_ETYPE": -4,
     "CK_EMISSING": -5, "CK_EUTF8": -6, "CK_EFORMAT": -7, "CK_ETOOBIG": -8, "CK_EIO": -9,
     "CK_ECLOSED": -10, "CK_EBUSY": -11, "CK_ETIMEDOUT": -12, "CK_ECANCELED": -13,
-    "CK_ESUMMARY": -14, "CK_ESTATE": -15,
+    "CK_ESUMMARY": -14, "CK_ESTATE": -15, "CK_ECONFLICT": -16, "CK_EOVERFLOW": -17,
 }
 INPUT_CODES = {"CK_EINVAL", "CK_ESYNTAX", "CK_ETYPE", "CK_EMISSING", "CK_EUTF8", "CK_EFORMAT",
                "CK_ETOOBIG"}
@@ -42,12 +42,14 @@ def test_every_code_raises_its_exception(name):
     assert err.index is None and err.where is None and err.offset is None
     if name in INPUT_CODES:
         assert type(err) is ctxkeel.InputError and isinstance(err, ValueError)
+    elif name == "CK_EOVERFLOW":
+        assert type(err) is ctxkeel.ContextOverflowError and not isinstance(err, ValueError)
     else:
         assert type(err) is ctxkeel.Error and not isinstance(err, ValueError)
 
 
 def test_unknown_status_code():
-    for bad in (1, -16, -1000, 2**40):
+    for bad in (1, -18, -1000, 2**40):
         with pytest.raises((ValueError, OverflowError)):
             _ext._raise_status(bad)
 
@@ -57,6 +59,10 @@ def test_hierarchy():
     assert not issubclass(ctxkeel.Error, ValueError)
     assert issubclass(ctxkeel.InputError, ctxkeel.Error)
     assert issubclass(ctxkeel.InputError, ValueError)
+    assert issubclass(ctxkeel.ContextOverflowError, ctxkeel.Error)
+    assert not issubclass(ctxkeel.ContextOverflowError, ValueError)
+    assert ctxkeel.ContextOverflowError.__module__ == "ctxkeel"
+    assert ctxkeel.ContextOverflowError is ctxkeel._ext.ContextOverflowError
     assert ctxkeel.Error.__module__ == "ctxkeel" and ctxkeel.InputError.__name__ == "InputError"
 
 

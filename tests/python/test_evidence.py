@@ -2,17 +2,27 @@
 the read_evidence tool and handle_read_evidence(), with hostile tool-call ids and every tool
 output of the real transcripts."""
 
+import asyncio
 import copy
 import json
 import os
 import pathlib
+import random
 import re
 import stat
+import threading
+import time
 
 import pytest
 
 import ctxkeel
-from compaction_support import fresh_dir, load_corpus, synthetic_history, window_for
+from compaction_support import (
+    fresh_dir,
+    load_corpus,
+    read_all,
+    synthetic_history,
+    window_for,
+)
 
 MARK = "[ctxkeel: tool output offloaded]"
 
@@ -31,17 +41,6 @@ def placeholder_path(text):
     match = re.search(r"^full text: (.*)$", text, re.M)
     assert match, text
     return match.group(1)
-
-
-def read_all(compactor, ref, page):
-    """Every line of `ref`, page by page, until a page comes back empty."""
-    chunks, offset = [], 0
-    while True:
-        chunk = compactor.read_evidence(ref, offset=offset, limit=page)
-        if not chunk:
-            return "".join(chunks)
-        chunks.append(chunk)
-        offset += page
 
 
 def store_files(store):
@@ -236,14 +235,15 @@ def test_search_evidence(tmp_path):
                                     "error: E0308 mismatched types\n"))
     c.offload(tool_message("tests", "test a ... ok\ntest b ... FAILED\nsee error: E0308 above"))
     hits = c.search_evidence("build", r"E0[0-9]+")
+    # Lines count from 0, as read_evidence offsets do (POLICY-CHANGES 9).
     assert hits == [
-        {"ref": "build", "line": 2, "text": "error: E0425 unresolved name"},
-        {"ref": "build", "line": 4, "text": "error: E0308 mismatched types"},
+        {"ref": "build", "line": 1, "text": "error: E0425 unresolved name"},
+        {"ref": "build", "line": 3, "text": "error: E0308 mismatched types"},
     ]
     everywhere = c.search_evidence(None, "E0308")
-    assert sorted((h["ref"], h["line"]) for h in everywhere) == [("build", 4), ("tests", 3)]
-    for hit in everywhere:  # each ref reads back its line
-        assert c.read_evidence(hit["ref"], offset=hit["line"] - 1, limit=1).rstrip("\n") == (
+    assert sorted((h["ref"], h["line"]) for h in everywhere) == [("build", 3), ("tests", 2)]
+    for hit in everywhere:  # each ref reads back its line at the offset found
+        assert c.read_evidence(hit["ref"], offset=hit["line"], limit=1).rstrip("\n") == (
             hit["text"])
     assert c.search_evidence("tests", "^nothing$") == []
     with pytest.raises(ctxkeel.InputError) as info:
@@ -257,6 +257,171 @@ def test_search_evidence(tmp_path):
         c.search_evidence(None, b"x")
     empty = ctxkeel.Compactor(100000, store_dir=fresh_dir(tmp_path))
     assert empty.search_evidence(None, "x") == []
+
+
+def test_search_is_linear_and_refuses_backreferences(tmp_path):
+    c = ctxkeel.Compactor(100000, store_dir=fresh_dir(tmp_path), tool_offload_threshold=10)
+    c.offload(tool_message("line", "a" * 4000 + "\n" + "x" * 4000 + "\n"))
+    # glibc's regexec ran 289 s over this on one 4,000-byte line, holding the GIL.
+    with pytest.raises(ctxkeel.InputError) as info:
+        c.search_evidence("line", r"(.*)\1\1x")
+    err = info.value
+    assert err.code == "CK_EINVAL" and err.where == "pattern"
+    assert "backreferences" in str(err) and "not supported" in str(err)
+    # The patterns that make backtracking engines explode are one pass here.
+    for pattern in ("(a|aa)*c", "(a+a+)+b", "(.*a){12}b", "((a{1,10}){1,10}){1,10}b"):
+        assert c.search_evidence("line", pattern) == []
+    assert [h["line"] for h in c.search_evidence("line", "^(x+x+)+$")] == [1]
+    # Counts are capped; the syntax grep users write works.
+    with pytest.raises(ctxkeel.InputError, match="above 1000"):
+        c.search_evidence("line", "a{1001}")
+    c.offload(tool_message("words", "caf\u00e9 ok\nerror[E0308] at line 12\n\u65e5\u672c\n"))
+    assert [h["line"] for h in c.search_evidence("words", r"\bE\d{4}\b")] == [1]
+    assert [h["line"] for h in c.search_evidence("words", "^caf.\\s")] == [0]
+    assert [h["line"] for h in c.search_evidence("words", "^..$")] == [2]  # two characters
+    assert [h["line"] for h in c.search_evidence("words", "[[:digit:]]+$")] == [1]
+
+
+def ab_lines(n, seed=5):
+    rng = random.Random(seed)
+    return "".join("".join(rng.choice("ab") for _ in range(200)) + "\n" for _ in range(n))
+
+
+# A pattern whose DFA has 2**13 states: on random a/b lines nearly every byte makes a new one,
+# so a search over 600 KB takes a good fraction of a second.
+SLOW = "(a|b)*a(a|b){12}x"
+
+
+def test_search_runs_without_the_gil_and_one_compactor_is_busy(tmp_path):
+    c = ctxkeel.Compactor(100000, store_dir=fresh_dir(tmp_path), tool_offload_threshold=10)
+    c.offload(tool_message("ab", ab_lines(3000)))
+    c.offload(tool_message("small", "a needle in a haystack\n"))
+    done = threading.Event()
+    outcome = []
+
+    def slow_search():
+        while True:
+            try:
+                outcome.append(c.search_evidence("ab", SLOW))
+                break
+            except ctxkeel.Error as err:
+                if err.code != "CK_EBUSY":
+                    outcome.append(err)
+                    break
+        done.set()
+
+    thread = threading.Thread(target=slow_search)
+    thread.start()
+    busy, ok = [], 0
+    # This thread runs Python while the other one searches: with the GIL held through the
+    # search, it could only run between searches, and would never find the compactor busy.
+    while not done.is_set():
+        try:
+            assert c.search_evidence("small", "needle")[0]["line"] == 0
+            ok += 1
+        except ctxkeel.Error as err:
+            busy.append(err)
+    thread.join()
+    assert outcome == [[]]
+    assert busy, "no search overlapped the slow one"
+    for err in busy:
+        assert type(err) is ctxkeel.Error and err.code == "CK_EBUSY"
+        assert str(err) == "ctxkeel: concurrent use of Compactor"
+    assert c.search_evidence("small", "needle") != []  # usable afterwards
+
+
+def test_searches_on_their_own_compactors_all_succeed(tmp_path):
+    text = ab_lines(800, seed=9) + "a needle in line 801\n"
+    n = 4
+    compactors = []
+    for i in range(n):
+        c = ctxkeel.Compactor(100000, store_dir=fresh_dir(tmp_path), tool_offload_threshold=10)
+        c.offload(tool_message("ab", text))
+        compactors.append(c)
+    barrier = threading.Barrier(n)
+    outcomes = [None] * n
+
+    def work(i):
+        barrier.wait()
+        try:
+            outcomes[i] = (compactors[i].search_evidence("ab", SLOW),
+                           compactors[i].search_evidence(None, "needle"))
+        except Exception as exc:  # reported by the assertion below
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = ([], [{"ref": "ab", "line": 800, "text": "a needle in line 801"}])
+    assert outcomes == [want] * n
+
+
+def test_asearch_evidence_leaves_the_loop_running(tmp_path):
+    c = ctxkeel.Compactor(100000, store_dir=fresh_dir(tmp_path), tool_offload_threshold=10)
+    c.offload(tool_message("ab", ab_lines(3000)))
+
+    async def main():
+        ticks = 0
+        search = asyncio.ensure_future(c.asearch_evidence("ab", SLOW))
+        while not search.done():
+            await asyncio.sleep(0.005)
+            ticks += 1
+        return await search, ticks
+
+    hits, ticks = asyncio.run(main())
+    assert hits == [] and ticks > 1
+
+
+# ---- hostile stores ----------------------------------------------------------------------
+
+
+def test_a_symlink_planted_in_the_store_is_refused_and_fails_open(tmp_path):
+    store = fresh_dir(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(str(outside), os.path.join(store, "tool_results"))
+    c = ctxkeel.Compactor(100000, store_dir=store, session_id="s", tool_offload_threshold=10)
+    message = tool_message("call_1", numbered(50))
+    with pytest.warns(RuntimeWarning, match="symlink refused: tool_results"):
+        assert c.offload(message) is message  # fail-open: the output stays
+    with pytest.raises(ctxkeel.Error) as info:
+        c.read_evidence("call_1")
+    assert info.value.code == "CK_EIO" and "symlink refused: tool_results" in str(info.value)
+    with pytest.raises(ctxkeel.Error, match="symlink refused"):
+        c.search_evidence(None, "line")
+    # At compaction too: the outputs stay in the view and the record says why; the audit
+    # log, whose folder is a link as well, is not written through it.
+    os.symlink(str(outside), os.path.join(store, "compactions"))
+    history = synthetic_history()
+    c = ctxkeel.Compactor(window_for(history, 0.65), store_dir=store, session_id="t")
+    result = c.compact(history)
+    assert result.tier == "warn" and result.record["offloaded"] == []
+    assert "symlink refused: tool_results" in result.record["error"]
+    assert "symlink refused: compactions" in result.record["error"]
+    assert all(m in history for m in result.messages)
+    assert list(outside.iterdir()) == []
+
+
+def test_temp_files_of_dead_writers_are_removed(tmp_path):
+    store = fresh_dir(tmp_path)
+    c = ctxkeel.Compactor(100000, store_dir=store, session_id="s", tool_offload_threshold=10)
+    c.offload(tool_message("kept", "kept line of text\n"))
+    folder = os.path.join(store, "tool_results", "s")
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    dead = os.path.join(folder, ".tmp-%d-0-00000000000000aa" % pid)
+    mine = os.path.join(folder, ".tmp-%d-0-00000000000000bb" % os.getpid())
+    for path in (dead, mine):
+        with open(path, "w") as f:
+            f.write("half written")
+    again = ctxkeel.Compactor(100000, store_dir=store, session_id="s")
+    assert again.read_evidence("kept") == "kept line of text\n"
+    assert not os.path.exists(dead) and os.path.exists(mine)
+    assert again.search_evidence(None, "half") == []
 
 
 # ---- hostile ids -------------------------------------------------------------------------
@@ -288,7 +453,8 @@ def test_hostile_ids_stay_inside_the_store_and_never_collide(tmp_path):
     for call_id, text in texts.items():
         assert c.read_evidence(call_id, limit=10 ** 6) == text
         hits = c.search_evidence(call_id, "output-[0-9]+ 00007")
-        assert [h["line"] for h in hits] == [8]
+        assert [h["line"] for h in hits] == [7]  # counted from 0
+        assert c.read_evidence(call_id, offset=7, limit=1).rstrip("\n") == hits[0]["text"]
 
 
 # ---- compaction writes evidence too ------------------------------------------------------
@@ -316,11 +482,18 @@ def test_read_evidence_tool_definitions():
     assert openai == ctxkeel.read_evidence_tool("openai")
     assert openai["type"] == "function" and openai["function"]["name"] == "read_evidence"
     params = openai["function"]["parameters"]
-    assert params["required"] == ["ref"] and set(params["properties"]) == {"ref", "offset",
-                                                                           "limit"}
+    # The core's definition (POLICY-CHANGES 10): ref is optional, pattern searches, nothing is
+    # required, and offsets count from 0.
+    assert "required" not in params and set(params["properties"]) == {"ref", "offset",
+                                                                      "limit", "pattern"}
+    assert params["properties"]["offset"]["minimum"] == 0
+    assert params["properties"]["pattern"]["type"] == "string"
+    assert "pattern" in openai["function"]["description"]
     anthropic = ctxkeel.read_evidence_tool(format="anthropic")
     assert anthropic["name"] == "read_evidence"
-    assert anthropic["input_schema"]["required"] == ["ref"]
+    assert "required" not in anthropic["input_schema"]
+    assert anthropic["input_schema"]["properties"] == params["properties"]
+    assert anthropic["description"] == openai["function"]["description"]
     # A new dict every time: editing one does not change the next.
     openai["function"]["name"] = "changed"
     assert ctxkeel.read_evidence_tool()["function"]["name"] == "read_evidence"
@@ -347,11 +520,15 @@ def test_handle_read_evidence_openai(offloaded):
                                                   "limit": 5})}}
     assert offloaded.handle_read_evidence(call) == {
         "role": "tool", "tool_call_id": "call_r1", "content": "".join(lines[10:15])}
-    # Defaults, arguments given as a dict, and numbers sent as strings.
+    # Defaults, arguments given as a dict, and a whole number sent as a float.
     call["function"]["arguments"] = json.dumps({"ref": "call_log"})
     assert offloaded.handle_read_evidence(call)["content"] == "".join(lines[:200])
-    call["function"]["arguments"] = {"ref": "call_log", "offset": "498", "limit": 10.0}
+    call["function"]["arguments"] = {"ref": "call_log", "offset": 498, "limit": 10.0}
     assert offloaded.handle_read_evidence(call)["content"] == "".join(lines[498:])
+    # A number sent as a string is the core's to judge (POLICY-CHANGES 10): it says so.
+    call["function"]["arguments"] = {"ref": "call_log", "offset": "498"}
+    content = offloaded.handle_read_evidence(call)["content"]
+    assert content.startswith("read_evidence: 'offset' must be a whole number")
     # The result is a valid reply to the call.
     history = [{"role": "user", "content": "read it"},
                {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -371,26 +548,30 @@ def test_handle_read_evidence_anthropic(offloaded):
     assert ctxkeel.check_pairs(history) == []
 
 
+# The wording is the core's (ck_compactor_answer_read_evidence, POLICY-CHANGES 10).
 @pytest.mark.parametrize("arguments,fragment", [
     ("{not json", "not valid JSON"),
-    ("[1, 2]", "JSON object"),
-    ("{}", "'ref' is required"),
-    (json.dumps({"ref": 7}), "'ref' is required"),
-    (json.dumps({"ref": ""}), "'ref' is required"),
-    (json.dumps({"ref": "call_log", "offset": -1}), "'offset' must be at least 0"),
-    (json.dumps({"ref": "call_log", "limit": 0}), "'limit' must be at least 1"),
-    (json.dumps({"ref": "call_log", "offset": "ten"}), "'offset' must be an integer"),
-    (json.dumps({"ref": "call_log", "limit": True}), "'limit' must be an integer"),
-    (json.dumps({"ref": "call_log", "offset": 1.5}), "'offset' must be an integer"),
-    (json.dumps({"ref": "nope"}), "cannot read 'nope'"),
+    ("[1, 2]", "must be a JSON object"),
+    ("{}", "give a 'ref' to read"),
+    (json.dumps({"ref": 7}), "'ref' must be a non-empty string"),
+    (json.dumps({"ref": ""}), "'ref' must be a non-empty string"),
+    (json.dumps({"pattern": ""}), "'pattern' must be a non-empty string"),
+    (json.dumps({"pattern": "(unclosed"}), "not a valid regular expression"),
+    (json.dumps({"ref": "call_log", "offset": -1}), "'offset' must be a whole number"),
+    (json.dumps({"ref": "call_log", "limit": 0}), "'limit' must be a whole number"),
+    (json.dumps({"ref": "call_log", "offset": "ten"}), "'offset' must be a whole number"),
+    (json.dumps({"ref": "call_log", "limit": True}), "'limit' must be a whole number"),
+    (json.dumps({"ref": "call_log", "offset": 1.5}), "'offset' must be a whole number"),
+    (json.dumps({"ref": "nope"}), "cannot read nope"),
     (json.dumps({"ref": "../../etc/passwd"}), "cannot read"),
 ])
 def test_handle_read_evidence_explains_model_mistakes(offloaded, arguments, fragment):
     call = {"id": "c", "function": {"name": "read_evidence", "arguments": arguments}}
     result = offloaded.handle_read_evidence(call)
     assert result["role"] == "tool" and result["tool_call_id"] == "c"
-    assert result["content"].startswith("read_evidence error: ")
+    assert result["content"].startswith("read_evidence: ")
     assert fragment in result["content"]
+    assert set(result) == {"role", "tool_call_id", "content"}
     try:
         block_input = json.loads(arguments)
     except ValueError:
@@ -406,6 +587,31 @@ def test_handle_read_evidence_past_the_end(offloaded):
                                                              "offset": 500})}}
     content = offloaded.handle_read_evidence(call)["content"]
     assert "no lines from offset 500" in content
+    block = {"type": "tool_use", "id": "t", "name": "read_evidence",
+             "input": {"ref": "call_log", "offset": 500}}
+    assert "is_error" not in offloaded.handle_read_evidence(block)  # not a mistake
+
+
+def test_handle_read_evidence_searches_with_a_pattern(offloaded):
+    """A pattern finds lines across the session (no ref) or in one ref; each match names the
+    offset that reads it, and reading there lands on the line."""
+    lines = numbered(500).splitlines()
+    for arguments in ({"pattern": "^line 00123 "}, {"ref": "call_log", "pattern": "^line 00123 "}):
+        call = {"id": "s", "function": {"name": "read_evidence",
+                                        "arguments": json.dumps(arguments)}}
+        content = offloaded.handle_read_evidence(call)["content"]
+        match = re.search(r'ref="([^"]+)" offset=(\d+): (.*)', content)
+        assert match, content
+        ref, offset, text = match.group(1), int(match.group(2)), match.group(3)
+        assert offset == 123 and text == lines[offset]
+        read = {"id": "r", "function": {"name": "read_evidence",
+                                        "arguments": json.dumps({"ref": ref, "offset": offset,
+                                                                 "limit": 1})}}
+        assert offloaded.handle_read_evidence(read)["content"].rstrip("\n") == text
+    block = {"type": "tool_use", "id": "t", "name": "read_evidence",
+             "input": {"pattern": "no such line anywhere"}}
+    answer = offloaded.handle_read_evidence(block)
+    assert "no stored line matches" in answer["content"] and "is_error" not in answer
 
 
 def test_handle_read_evidence_needs_a_tool_call(offloaded):

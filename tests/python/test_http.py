@@ -27,7 +27,7 @@ import pytest
 
 import ctxkeel
 from ctxkeel import _ext
-from compaction_support import check_result, fresh_dir, synthetic_history, window_for
+from compaction_support import check_result, folding_history, fresh_dir, synthetic_history, window_for
 
 KEY_ENV = "CTXKEEL_TEST_HTTP_KEY"
 SECRET = "sk-test-SECRET"
@@ -342,7 +342,7 @@ def test_no_usage_in_the_reply(provider, key):
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_compact_writes_the_checkpoint_with_the_model(provider, key, tmp_path, api):
     provider.reset()
-    messages = synthetic_history()
+    messages = folding_history()
     before = copy.deepcopy(messages)
     c = soft_compactor(tmp_path, messages)
     s = openai(provider) if api == "openai" else anthropic(provider)
@@ -386,7 +386,7 @@ def test_500_until_the_retries_run_out(provider, key, tmp_path):
     assert s.last_usage is None
 
     # In a compaction the failure becomes the record's fallback; compact() does not raise.
-    messages = synthetic_history()
+    messages = folding_history()
     c = soft_compactor(tmp_path, messages)
     provider.reset(script=always)
     result = c.compact(messages, summarize=s)
@@ -501,7 +501,7 @@ def test_cancellation_latency_while_the_server_is_silent(provider, key):
 
 @pytest.mark.no_leak_check
 def test_acompact_cancelled_mid_transfer(provider, key, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = soft_compactor(tmp_path, messages)
     s = openai(provider, timeout=10)
     provider.reset(stall=5.0)
@@ -532,7 +532,7 @@ def test_acompact_cancelled_mid_transfer(provider, key, tmp_path):
 
 @pytest.mark.no_leak_check
 def test_compact_summarize_timeout_aborts_the_transfer(provider, key, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = soft_compactor(tmp_path, messages, summarize_timeout=0.3)
     s = openai(provider, timeout=10)
     provider.reset(stall=5.0)
@@ -550,7 +550,7 @@ def test_compact_summarize_timeout_aborts_the_transfer(provider, key, tmp_path):
 
 @pytest.mark.no_leak_check
 def test_acompact_summarize_timeout_aborts_the_transfer(provider, key, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = soft_compactor(tmp_path, messages, summarize_timeout=0.3)
     s = anthropic(provider, timeout=10)
     provider.reset(stall=5.0)
@@ -567,7 +567,7 @@ def test_acompact_summarize_timeout_aborts_the_transfer(provider, key, tmp_path)
 
 
 def test_acompact_failure_becomes_the_fallback(provider, key, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = soft_compactor(tmp_path, messages)
     provider.reset(script=[(200, {}, b"not json")])
     result = asyncio.run(c.acompact(messages, summarize=openai(provider)))
@@ -623,7 +623,7 @@ def test_threads_on_separate_summarizers(provider, key):
 
 @pytest.mark.no_leak_check
 def test_the_loop_keeps_running_during_an_http_summary(provider, key, tmp_path):
-    messages = synthetic_history()
+    messages = folding_history()
     c = soft_compactor(tmp_path, messages)
     s = openai(provider)
     provider.reset(stall=0.6)
@@ -676,7 +676,7 @@ def test_the_key_appears_nowhere(provider, key, tmp_path, api):
     assert "HTTP 401" in str(err) and "Incorrect API key provided" in str(err)
     texts += [str(err), repr(err), repr(err.args)]
 
-    messages = synthetic_history()
+    messages = folding_history()
     store = fresh_dir(tmp_path)
     c = ctxkeel.Compactor(window_for(messages, 0.75), store_dir=store)
     provider.reset(script=[echo_key])
@@ -733,7 +733,7 @@ def test_signature_and_names():
     assert ctxkeel.HttpSummarizer is _ext.HttpSummarizer
     assert str(inspect.signature(ctxkeel.HttpSummarizer)) == (
         "(base_url, model, *, api='openai', api_key_env=None, timeout=60, max_retries=3, "
-        "headers=None, backoff=0.5)")
+        "headers=None, backoff=0.5, reasoning_model=None, extra_body=None)")
     assert str(inspect.signature(_ext.HttpSummarizer._summarize)) == "(self, request, cancel, /)"
     assert "HttpSummarizer" in ctxkeel.__all__
 
@@ -767,6 +767,12 @@ def test_signature_and_names():
     ({"headers": {"": "b"}}, ctxkeel.InputError, "headers[]"),
     ({"headers": {"X-A": "b\r\nX-Evil: 1"}}, ctxkeel.InputError, "headers[X-A]"),
     ({"headers": {"X-A": "b\0"}}, ctxkeel.InputError, "headers[X-A]"),
+    ({"reasoning_model": 1}, TypeError, None),
+    ({"reasoning_model": "yes"}, TypeError, None),
+    ({"extra_body": [1, 2]}, ctxkeel.InputError, "extra_body"),
+    ({"extra_body": "text"}, ctxkeel.InputError, "extra_body"),
+    ({"extra_body": 3}, ctxkeel.InputError, "extra_body"),
+    ({"extra_body": {"a": object()}}, TypeError, None),
 ])
 def test_bad_arguments(kwargs, exc, where):
     args = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
@@ -810,3 +816,210 @@ def test_bad_requests(provider, key):
     (seen,) = provider.seen()
     assert seen["body"]["max_tokens"] == 1024
     assert seen["body"]["messages"][0] == {"role": "system", "content": ""}
+
+
+# ---- issue 21: the key and the deadline ---------------------------------------------------
+
+
+def echo_key_in_a_reply(record):
+    """A 200 whose text quotes the key it received (a proxy that echoes its input)."""
+    status, headers, payload = success(record)
+    sent = record["headers"].get("authorization", "").replace("Bearer ", "")
+    sent = sent or record["headers"].get("x-api-key", "")
+    body = json.loads(payload)
+    text = REPLY + "\nDebug: the key %s was used." % sent
+    if record["path"] == "/v1/messages":
+        body["content"][0]["text"] = text
+    else:
+        body["choices"][0]["message"]["content"] = text
+    return status, headers, json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_key_echoed_in_a_reply_is_redacted(provider, key, tmp_path, api):
+    make = openai if api == "openai" else anthropic
+    s = make(provider)
+    provider.reset(script=[echo_key_in_a_reply])
+    text = s(REQUEST)
+    assert SECRET not in text and "the key [redacted] was used" in text
+    messages = folding_history()
+    store = fresh_dir(tmp_path)
+    c = ctxkeel.Compactor(window_for(messages, 0.75), store_dir=store)
+    provider.reset(script=[echo_key_in_a_reply])
+    result = c.compact(messages, summarize=s)
+    assert result.record["fallback"] is None and "[redacted]" in result.record["checkpoint"]
+    texts = [json.dumps(result.record)] + [json.dumps(m) for m in result.messages]
+    for folder, _, files in os.walk(store):
+        for name in files:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+    assert all(SECRET not in t for t in texts)
+    assert len(provider.seen()) == 1
+
+
+@pytest.mark.parametrize("bad", ["sk-a\r\nX-Injected: 1", "sk-a\n", "sk\x01a"])
+def test_a_key_with_a_line_break_is_never_sent(provider, monkeypatch, bad):
+    monkeypatch.setenv(KEY_ENV, bad)
+    provider.reset()
+    err = expect_error("CK_EINVAL", openai(provider), REQUEST)
+    assert KEY_ENV in str(err) and "control character" in str(err) and "sk" not in str(err)
+    assert provider.seen() == []
+
+
+@pytest.mark.no_leak_check
+def test_timeout_bounds_the_whole_call(provider, key):
+    # Retry-After: 60 with 1 s left: the call ends now instead of sleeping through it.
+    provider.reset(script=[(429, {"Retry-After": "60"}, error_body("slow down"))] * 3)
+    s = openai(provider, timeout=1, max_retries=3)
+    start = time.monotonic()
+    err = expect_error("CK_ESUMMARY", s, REQUEST)
+    assert time.monotonic() - start < 10  # the old code slept 60 s before its second try
+    assert "HTTP 429" in str(err) and "would pass the 1.0 s timeout" in str(err)
+    assert len(provider.seen()) == 1
+
+
+# ---- issue 15: fields per model, extra_body ----------------------------------------------
+
+
+@pytest.mark.parametrize("model,reasoning", [
+    ("gpt-4o", False), ("gpt-4.1-mini", False), ("llama3", False),
+    ("o1", True), ("o3-mini", True), ("o4-mini", True), ("gpt-5", True), ("gpt-5-mini", True),
+    ("openai/o3", True),
+])
+def test_the_model_name_picks_the_fields(provider, key, model, reasoning):
+    provider.reset()
+    s = ctxkeel.HttpSummarizer(provider.openai_url, model, api_key_env=KEY_ENV)
+    assert s.reasoning_model is reasoning
+    assert "reasoning_model" not in repr(s)
+    assert s(REQUEST) == REPLY
+    (seen,) = provider.seen()
+    body = seen["body"]
+    if reasoning:
+        assert body["max_completion_tokens"] == 321
+        assert "max_tokens" not in body and "temperature" not in body
+    else:
+        assert body["max_tokens"] == 321 and body["temperature"] == 0
+        assert "max_completion_tokens" not in body
+
+
+def test_reasoning_model_overrides_the_name(provider, key):
+    provider.reset()
+    s = ctxkeel.HttpSummarizer(provider.openai_url, "o3-mini", api_key_env=KEY_ENV,
+                               reasoning_model=False)
+    assert s.reasoning_model is False and "reasoning_model=False" in repr(s)
+    s(REQUEST)
+    t = ctxkeel.HttpSummarizer(provider.openai_url, "my-reasoner", api_key_env=KEY_ENV,
+                               reasoning_model=True)
+    assert t.reasoning_model is True and repr(t).endswith("reasoning_model=True)")
+    t(REQUEST)
+    # Anthropic's API always takes max_tokens.
+    a = anthropic(provider, reasoning_model=True)
+    assert a.reasoning_model is False
+    a(REQUEST)
+    first, second, third = (r["body"] for r in provider.seen())
+    assert first["max_tokens"] == 321 and first["temperature"] == 0
+    assert second["max_completion_tokens"] == 321 and "temperature" not in second
+    assert third["max_tokens"] == 321
+
+
+def test_extra_body_is_merged(provider, key):
+    provider.reset()
+    extra = {"reasoning_effort": "low", "temperature": 0.7, "metadata": {"n": [1, "\0x"]}}
+    s = openai(provider, extra_body=extra)
+    extra["temperature"] = 9  # copied when the summarizer is made
+    assert s(REQUEST) == REPLY
+    a = anthropic(provider, extra_body={"metadata": {"user_id": "u-1"}})
+    assert a(REQUEST) == REPLY
+    openai_seen, anthropic_seen = provider.seen()
+    body = openai_seen["body"]
+    assert body["reasoning_effort"] == "low" and body["temperature"] == 0.7
+    assert body["metadata"] == {"n": [1, "\0x"]}
+    assert body["model"] == "gpt-test" and body["max_tokens"] == 321
+    assert anthropic_seen["body"]["metadata"] == {"user_id": "u-1"}
+    assert anthropic_seen["body"]["system"] == REQUEST["system"]
+
+
+# ---- issue 15: usage objects ---------------------------------------------------------------
+
+
+class Pydantic:
+    """Stands in for an SDK's pydantic usage model: only model_dump() is used."""
+
+    def __init__(self, **fields):
+        self._fields = fields
+
+    def model_dump(self):
+        return dict(self._fields)
+
+
+class Slotted:
+    __slots__ = ("prompt_tokens", "completion_tokens")
+
+    def __init__(self, prompt_tokens):
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = 3
+
+
+def usage_shapes(n):
+    """Every shape observe_usage() reads, each saying the whole prompt is n tokens."""
+    import types
+    cached, created = n // 2, n // 4
+    anthropic_usage = {"input_tokens": n - cached - created, "cache_read_input_tokens": cached,
+                       "cache_creation_input_tokens": created, "output_tokens": 9}
+    return [
+        {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5,
+         "prompt_tokens_details": {"cached_tokens": cached}},
+        {"input_tokens": n, "input_tokens_details": {"cached_tokens": cached},
+         "output_tokens": 5},
+        anthropic_usage,
+        Pydantic(**anthropic_usage),
+        {"id": "msg_1", "type": "message", "usage": anthropic_usage},
+        {"inputTokens": n, "outputTokens": 5, "cachedInputTokens": cached},
+        {"promptTokens": n, "completionTokens": 5},
+        {"promptTokenCount": n, "cachedContentTokenCount": cached},
+        Pydantic(prompt_token_count=n, candidates_token_count=4),
+        {"candidates": [], "usageMetadata": {"promptTokenCount": n}},
+        types.SimpleNamespace(prompt_tokens=n, completion_tokens=2),
+        Slotted(n),
+        types.SimpleNamespace(usage=types.SimpleNamespace(input_tokens=n)),
+    ]
+
+
+def test_observe_usage_reads_each_provider_shape(tmp_path):
+    messages = synthetic_history(turns=6)
+    for i in range(len(usage_shapes(0))):
+        c = ctxkeel.Compactor(window_for(messages, 0.9), store_dir=fresh_dir(tmp_path))
+        result = c.compact(messages)
+        shape = usage_shapes(round(result.tokens_after * 1.5))[i]
+        c.observe_usage(shape)
+        assert abs(c.usage_factor - 1.5) < 0.01, (shape, c.usage_factor)
+
+
+def test_observe_usage_counts_anthropics_cached_prompt(tmp_path):
+    # Anthropic's input_tokens alone (the uncached part) drove the factor to its 0.5 floor.
+    messages = synthetic_history(turns=6)
+    c = ctxkeel.Compactor(window_for(messages, 0.9), store_dir=fresh_dir(tmp_path))
+    n = c.compact(messages).tokens_after
+    c.observe_usage({"input_tokens": 12, "cache_read_input_tokens": n - 12,
+                     "cache_creation_input_tokens": 0, "output_tokens": 40})
+    assert abs(c.usage_factor - 1.0) < 0.01
+
+
+def test_observe_usage_refuses_unknown_shapes(tmp_path):
+    c = ctxkeel.Compactor(10000, store_dir=fresh_dir(tmp_path))
+    with pytest.raises(ctxkeel.InputError) as info:
+        c.observe_usage({"completion_tokens": 5})
+    assert info.value.code == "CK_EINVAL" and "prompt_tokens" in info.value.where
+    assert "input_tokens" in info.value.where and "promptTokenCount" in info.value.where
+    with pytest.raises(ctxkeel.InputError) as info:
+        c.observe_usage({"usage": {"input_tokens": 5, "cache_read_input_tokens": -1}})
+    assert info.value.where == "usage.cache_read_input_tokens"
+    with pytest.raises(ctxkeel.InputError):
+        c.observe_usage({"prompt_tokens": float("nan")})
+    with pytest.raises(TypeError):
+        c.observe_usage(object())
+    with pytest.raises(TypeError):
+        c.observe_usage("100")  # a str stays a TypeError, as before
+    with pytest.raises(TypeError):
+        _ext.usage_prompt_tokens(b"{}")
+    assert _ext.usage_prompt_tokens('{"prompt_tokens": 7}') == 7

@@ -8,11 +8,13 @@ import pytest
 import ctxkeel
 from ctxkeel import _ext
 
-PUBLIC = ["STATUS_CODES", "CompactionResult", "Compactor", "Error", "HttpSummarizer",
-          "InputError", "__version__", "check_pairs", "estimate_tokens", "merge_anchors",
-          "parse_anchors", "read_evidence_tool", "repair_pairs"]
-# Written in Python (ctxkeel/_compactor.py) on top of _ext.Compactor; the rest comes from _ext.
-PURE_PYTHON = {"CompactionResult", "Compactor"}
+PUBLIC = ["STATUS_CODES", "CompactionResult", "Compactor", "ContextOverflowError", "Error",
+          "HttpSummarizer", "InputError", "Replay", "__version__", "check_pairs",
+          "estimate_tokens", "merge_anchors", "parse_anchors", "read_evidence_tool",
+          "repair_pairs", "replay"]
+# Written in Python on top of _ext (module by name); the rest comes from _ext itself.
+PURE_PYTHON = {"CompactionResult": "ctxkeel._compactor", "Compactor": "ctxkeel._compactor",
+               "Replay": "ctxkeel._replay", "replay": "ctxkeel._replay"}
 
 
 def test_imports_the_installed_package(repo_root):
@@ -30,7 +32,7 @@ def test_public_names():
     assert sorted(ctxkeel.__all__) == sorted(PUBLIC)
     for name in PUBLIC:
         if name in PURE_PYTHON:
-            assert getattr(ctxkeel, name).__module__ == "ctxkeel._compactor"
+            assert getattr(ctxkeel, name).__module__ == PURE_PYTHON[name]
         else:
             assert getattr(ctxkeel, name) is getattr(_ext, name)
 

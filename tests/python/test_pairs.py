@@ -293,8 +293,14 @@ def test_duplicate_call_dropped_from_tool_calls():
     out = ctxkeel.repair_pairs(messages)
     assert out[1] is not messages[1]
     assert out[1]["tool_calls"] == [first] and out[1]["tool_calls"][0] is first
-    assert out[1]["content"] is messages[1]["content"]
-    assert messages[1]["tool_calls"] == [first, dup]
+    # The dropped call leaves a note with its name and arguments (POLICY-CHANGES 6), so the
+    # content becomes a list: the original text, then the note.
+    assert out[1]["content"] == [
+        {"type": "text", "text": "two"},
+        {"type": "text", "text": "(tool call other removed by ctxkeel: its id was already "
+                                 'used; its arguments were: {"cmd":"ls"})'}]
+    assert messages[1]["tool_calls"] == [first, dup] and messages[1]["content"] == "two"
+    assert ctxkeel.check_pairs(out) == []
 
 
 def test_result_order_puts_results_first():

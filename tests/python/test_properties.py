@@ -12,10 +12,14 @@ the end, one compactor), and checks after every call:
   - every view passes check_pairs; on a compactor's first call at tier none the view is
     repair_pairs(history) exactly, object for object;
   - a message the view did not change is the caller's object (no copy equal to an input);
-  - the system/developer messages and the task are in the view as the caller's objects, and
-    so is the newest message of repair_pairs(history) that is the caller's;
-  - at soft and above, tokens_after <= soft x window unless the record says the soft limit
-    could not be met; tokens_after <= tokens_before always;
+  - the system/developer messages and the task are in the view as the caller's objects; the
+    newest message of repair_pairs(history) that is the caller's is there as the object or an
+    edited copy, and so are its turn's assistant message and results (kept, or placeholders
+    whose full text reads back);
+  - no view above the window, and after any compaction at most soft x window unless the
+    record says why; tokens_after <= tokens_before always; a ContextOverflowError only when
+    the pinned messages leave no room for a bare checkpoint and the newest turn;
+  - `repairs` is empty for a valid history and names the repairs of a damaged one;
   - no summary call below soft nor at emergency, at most one per compaction, over the
     caller's own messages; a failing, hanging or nonsensical summarizer never raises, and the
     record's fallback says why;
@@ -34,10 +38,7 @@ new ones and CTXKEEL_PROP_SCALE=N multiplies the number of examples.
 import copy
 import json
 import os
-import shutil
-import tempfile
 import time
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -47,8 +48,18 @@ import ctxkeel
 from compaction_support import (
     RECORD_FIELDS,
     SOFT_AND_ABOVE,
+    check_bound,
+    check_newest_turn,
+    check_overflow,
+    find_message,
+    folded_to,
+    folding_history,
+    history_fits,
     is_checkpoint,
+    newest_turn_folded,
+    results_of,
     synthetic_history,
+    workdir,
 )
 from strategies import big_text, histories, is_damaged, reply_kinds
 
@@ -69,20 +80,6 @@ def prop_settings(examples):
 # Every example runs in its own temporary folder: no conftest --leak-loops re-run makes sense
 # for a hypothesis test (it would multiply its examples), so they are all marked.
 pytestmark = pytest.mark.no_leak_check
-
-
-@contextmanager
-def workdir():
-    """A fresh temporary folder made the current one (stores are relative to it, so the
-    placeholders of two runs state the same paths), removed afterwards."""
-    old = os.getcwd()
-    path = tempfile.mkdtemp(prefix="ck-prop-")
-    os.chdir(path)
-    try:
-        yield path
-    finally:
-        os.chdir(old)
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class Summarizer:
@@ -139,7 +136,6 @@ def check_step(compactor, messages, info, shape, result, made, summarizer, fresh
     """Every invariant of one compact() call on `messages` (already checked unmutated).
     `fresh`: the compactor had no state before this call."""
     window = compactor.options["context_window"]
-    soft = compactor.options["soft"]
     view = result.messages
     assert result.tier in ctxkeel._ext.TIERS
     assert ctxkeel.check_pairs(view, format=shape) == [], "the view breaks tool-call pairs"
@@ -163,22 +159,33 @@ def check_step(compactor, messages, info, shape, result, made, summarizer, fresh
                 assert got is want, "tier none: a kept message is not the caller's object"
             else:
                 assert got == want
-    # Pinned messages and the newest one, as the caller's objects.
+    # Pinned messages, as the caller's objects.
     for i in info["pinned"]:
         assert id(messages[i]) in view_ids, "pinned message %d (%s) is not in the view" % (
             i, messages[i]["role"])
     # The newest message of the repaired history (a misplaced result moves up next to its
-    # call; a stub is not the caller's): the newest real message the model would see.
+    # call; a stub is not the caller's): the newest real message the model would see, as the
+    # caller's object or an edited copy (its outputs placeholders, its text excerpted:
+    # POLICY-CHANGES 1); its turn's assistant message and results too.
     newest = next((m for m in reversed(repaired) if id(m) in input_ids), None)
-    if newest is not None:
-        assert id(newest) in view_ids, "the newest message is not in the view"
+    folded = newest_turn_folded(compactor, messages, result)
+    if newest is not None and (not folded or len(messages) > folded_to(compactor)):
+        index = next(i for i, m in enumerate(messages) if m is newest)
+        assert find_message(compactor, newest, index, view, result.repairs) is not None or (
+            results_of(newest)), "the newest message is not in the view"
+    if not folded:
+        check_newest_turn(compactor, messages, view, result.repairs)
+    check_repairs(messages, shape, result)
     # Size: never larger (test_a_view_rebuilt_from_state_is_counted_as_sent and
     # test_offloading_never_grows_the_view are the cases that once broke it).
     assert result.tokens_after <= result.tokens_before, (result.tokens_before,
                                                          result.tokens_after)
     error = (result.record or {}).get("error") or ""
+    notes = " ".join((result.record or {}).get("notes") or [])
+    # The bound: never above the window; after any compaction at most soft x window unless
+    # the record says why (compaction_support.check_bound).
+    check_bound(compactor, result)
     if result.tier in SOFT_AND_ABOVE:
-        provider = result.tokens_after * compactor.usage_factor
         if result.record is None:
             # A compaction that can make no progress changes nothing and writes no record
             # (DESIGN section 2: not logged every turn); without state the view is then the
@@ -190,9 +197,6 @@ def check_step(compactor, messages, info, shape, result, made, summarizer, fresh
             if fresh:
                 assert len(view) == len(repaired) and all(
                     a is b or id(b) not in input_ids for a, b in zip(view, repaired))
-        else:
-            assert provider <= soft * window * (1 + 1e-9) or "soft limit" in error, (
-                result.tier, result.tokens_after, soft * window, error)
     # The summarizer discipline.
     assert made <= 1, "%d summary calls in one compaction" % made
     if result.tier in ("none", "warn", "emergency"):
@@ -207,8 +211,9 @@ def check_step(compactor, messages, info, shape, result, made, summarizer, fresh
     checkpoints = [m for m in view if is_checkpoint(m)]
     assert len(checkpoints) <= 1
     if made and not checkpoints and result.record is not None:
-        # The summary was made but folding would not shrink the view, so it was dropped.
-        assert "nothing was folded" in error or "would not shrink" in error, error
+        # The summary was made but folding would not shrink the view, so it was dropped: a
+        # routine note, not an error (POLICY-CHANGES 7).
+        assert "nothing was folded" in notes or "would not shrink" in notes, (notes, error)
     # The record.
     record = result.record
     if record is not None:
@@ -219,6 +224,27 @@ def check_step(compactor, messages, info, shape, result, made, summarizer, fresh
         assert record["tokens_after"] == result.tokens_after
         assert record["msgs_before"] == len(messages)
         assert record["msgs_after"] == len(view)
+        assert record["repairs"] == result.repairs
+        assert record["window"] == window
+        assert isinstance(record["notes"], list)
+
+
+def check_repairs(messages, shape, result):
+    """`repairs` tells every change the pairing repair made: none for a valid history, and
+    for a damaged one at least one entry per message that lost or gained a result."""
+    found = ctxkeel.check_pairs(messages, format=shape)
+    if not found:
+        assert result.repairs == [], result.repairs
+        return
+    assert result.repairs, ("the history had pairing violations and no repair was told", found)
+    kinds = {r["kind"] for r in result.repairs}
+    violations = {v["kind"] for v in found}
+    if "missing_result" in violations:
+        assert "stub_added" in kinds, (found, result.repairs)
+    if "orphan_result" in violations:
+        assert kinds & {"orphan_dropped", "kept_as_text"}, (found, result.repairs)
+    if "duplicate_result" in violations:
+        assert kinds & {"duplicate_dropped", "kept_as_text"}, (found, result.repairs)
 
 
 def run_loop(messages, info, shape, options, kind, value, points, check=True):
@@ -232,7 +258,19 @@ def run_loop(messages, info, shape, options, kind, value, points, check=True):
         before = copy.deepcopy(prefix)
         summarizer.snapshot_ids = {id(m) for m in prefix}
         calls = summarizer.calls
-        result = compactor.compact(prefix, summarize=summarizer)
+        try:
+            result = compactor.compact(prefix, summarize=summarizer)
+        except ctxkeel.ContextOverflowError as err:
+            # Only when the pinned messages leave no room for the bare checkpoint and the
+            # newest turn (check_overflow). While the history itself fits the window this
+            # is a known core bug (test_no_overflow_while_the_history_fits_the_window).
+            assert summarizer.calls == calls and prefix == before
+            if check:
+                found = check_overflow(compactor, prefix, err, shape=shape)
+                event("overflow (%s%s)" % (found, ", history fits" if history_fits(
+                    compactor, prefix, shape=shape) else ""))
+            views.append("overflow")
+            continue
         made = summarizer.calls - calls
         event("tier %s, summarizer %s%s" % (result.tier, kind, " (called)" if made else ""))
         if check:
@@ -393,6 +431,24 @@ def test_a_discarded_summary_is_not_asked_for_every_turn(tmp_path):
     assert len(calls) <= 1, outcomes
 
 
+def test_no_overflow_while_the_history_fits_the_window(tmp_path):
+    """A 56-token history in a 76-token window is at soft (0.74): folding it needs a bare
+    checkpoint that does not fit, but the history itself does, so the view could be the
+    history (above soft, with the record saying why). Found by
+    test_compaction_invariants_above_soft: begin fails with CK_EOVERFLOW and a message that
+    says the pinned messages need 7 tokens of 76."""
+    call = {"id": "call_6_0", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": ""}'}}
+    history = ([{"role": "user", "content": ""}]
+               + [{"role": "assistant", "content": None, "tool_calls": []} for _ in range(6)]
+               + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "call_6_0", "content": ""}])
+    assert ctxkeel.estimate_tokens(history) == 56
+    c = ctxkeel.Compactor(76, store_dir=str(tmp_path))
+    result = c.compact(history, summarize=lambda request: "")
+    assert result.tokens_after <= 76 and ctxkeel.check_pairs(result.messages) == []
+
+
 def small_turns_history(turns):
     """Many turns with small tool outputs (under the 4000-byte offload gate, so nothing is
     offloaded): a long agent session of ls/grep-sized results."""
@@ -420,8 +476,15 @@ def test_the_summary_request_fits_the_window(tmp_path):
 
 
 def test_the_summary_request_fits_the_window_when_outputs_are_offloaded(tmp_path):
-    """The usual case, which holds: large outputs are offloaded before the request is built."""
-    history = synthetic_history(turns=40)
+    """The usual case, which holds: large outputs are offloaded before the request is built.
+    The history is not dominated by them (else offloading alone reaches the target and
+    nothing is folded, POLICY-CHANGES 3): one output in ten of a folding history is large
+    (every tenth made offloading alone reach 47% of the window, under the target)."""
+    history = folding_history(turns=60)
+    for k, m in enumerate(history):
+        if m["role"] == "tool" and k % 20 == 3:
+            m["content"] = "\n".join("%s line %d: " % (m["tool_call_id"], n) + "x" * 60
+                                     for n in range(250))
     window = int(ctxkeel.estimate_tokens(history) / 0.9)
     sizes = []
 
@@ -430,8 +493,10 @@ def test_the_summary_request_fits_the_window_when_outputs_are_offloaded(tmp_path
                      + ctxkeel.estimate_tokens(request["prompt"]) + request["max_tokens"])
         return "## User Intent\nFix the failing parser test."
 
-    ctxkeel.Compactor(window, store_dir=str(tmp_path)).compact(history, summarize=summarize)
+    result = ctxkeel.Compactor(window, store_dir=str(tmp_path)).compact(history,
+                                                                        summarize=summarize)
     assert len(sizes) == 1 and sizes[0] <= window
+    assert result.record["offloaded"] and result.record["summarized"] > 0
 
 
 def test_a_view_rebuilt_from_state_is_counted_as_sent(tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ import pytest
 import ctxkeel
 from compaction_support import (
     checkpoint_reply,
+    folding_history,
     fresh_dir,
     is_checkpoint,
     synthetic_history,
@@ -108,12 +109,15 @@ FALLBACKS = ["summarizer raised ValueError", "summarizer returned an empty reply
 
 def workload():
     """The rotating configurations: (history, window, summarize, timeout). Every summarizer
-    meets the soft and the full tier; the other tiers use the good one."""
-    histories = [synthetic_history(turns=24), to_anthropic(synthetic_history(turns=24)),
-                 unicode_history()]
+    meets the soft and the full tier on a history that must be folded there (outputs under
+    the offload gate: offloading alone would reach the target and fold nothing,
+    POLICY-CHANGES 3); the other tiers use the good one, on histories with large outputs too."""
+    folding = [folding_history(turns=24), to_anthropic(folding_history(turns=24))]
+    histories = folding + [synthetic_history(turns=24), to_anthropic(synthetic_history(turns=24)),
+                           unicode_history()]
     configs = [(history, ratio, checkpoint_reply) for history in histories
                for ratio in (0.4, 0.65, 0.97, 3.0)]
-    configs += [(histories[k % len(histories)], ratio, summarize)
+    configs += [(folding[k % len(folding)], ratio, summarize)
                 for k, summarize in enumerate(SUMMARIZERS) for ratio in (0.75, 0.85)]
     return [(history, window_for(history, ratio), summarize, 0.005 if summarize is slow else 30.0)
             for history, ratio, summarize in configs]
@@ -282,7 +286,7 @@ HUNDRED_K = """
 
 def test_a_100k_message_history_compacts_in_bounded_memory(tmp_path):
     """100,000 messages (25 MiB of JSON, 6.5 M tokens) compact at the full tier to a valid
-    view under the soft limit; the peak RSS grows by at most 2.5 x the input's JSON size
+    view under the soft limit; the peak RSS grows by at most 2 x the input's JSON size
     during the compaction.
 
     Measured: input 24.8 MiB of JSON; peak RSS during compact() 40.2-41.0 MiB above the RSS
@@ -305,8 +309,8 @@ def test_a_100k_message_history_compacts_in_bounded_memory(tmp_path):
     # The peak during compact() above the RSS just before it (a lower bound when the peak
     # stayed under the one of building the history; then the compaction fits in less).
     growth = max(out["maxrss_after"], out["rss_before"]) - out["rss_before"]
-    # Measured 1.62-1.65 x (see above).
-    assert growth <= 2.5 * out["json_bytes"], (
+    # Measured 1.62-1.68 x (see above; 1.68 x with the archive written in chunks).
+    assert growth <= 2.0 * out["json_bytes"], (
         "peak RSS grew by %.1f MiB for %.1f MiB of input" % (growth / 2 ** 20,
                                                              out["json_bytes"] / 2 ** 20))
     print("100k messages: %.1f MiB JSON, peak RSS +%.1f MiB (%.2f x), %.1f s" % (

@@ -1,14 +1,20 @@
-"""estimate_tokens on every input kind, with both estimators.
+"""estimate_tokens on every input kind, with every estimator.
 
 chars4 is exact by contract: ceil(UTF-8 bytes / 4) over the text, ids, names, arguments and
-tool_call_id of the messages (the whole list divided once), plus a fixed cost per image. The
-default estimator models o200k_base: its tests pin exact counts where it reproduces them
-(checked with gpt-tokenizer: frequent pieces, digit groups, short pieces), a tolerance on longer
-text, and what the header fixes: CK_MESSAGE_OVERHEAD per message, CK_REQUEST_OVERHEAD per list.
+tool_call_id of the messages (the whole list divided once), plus a fixed cost per image.
+"o200k" and "cl100k" count exactly as tiktoken does (special tokens as text), and the default is
+o200k (it estimates only a single unbroken run over 64 KB): the tests pin exact counts (from
+js-tiktoken), check every corpus text against the counts recorded in tests/data/tokens, check
+100,000 random strings against the tiktoken wheel itself when it is installed (built offline
+from the rank tables in csrc/src, since it cannot download), and what the header fixes:
+CK_MESSAGE_OVERHEAD per message, CK_REQUEST_OVERHEAD per list.
 """
 
 import json
 import math
+import os
+import random
+import re
 
 import pytest
 
@@ -42,7 +48,7 @@ def test_str_default():
     assert ctxkeel.estimate_tokens("abc", estimator="default") == ctxkeel.estimate_tokens("abc")
 
 
-# Exact o200k_base counts (gpt-tokenizer) that the default estimator reproduces.
+# Exact o200k_base counts (js-tiktoken's), by default and with "o200k".
 @pytest.mark.parametrize(
     "text, exact",
     [
@@ -60,10 +66,10 @@ def test_str_default():
 )
 def test_str_default_exact(text, exact):
     assert ctxkeel.estimate_tokens(text) == exact
+    assert ctxkeel.estimate_tokens(text, estimator="o200k") == exact
 
 
-# Longer text mixes exact pieces with modelled ones: within 10% of the exact o200k_base count,
-# where chars/4 is off by far more on prose and CJK.
+# Longer text, exactly too.
 @pytest.mark.parametrize(
     "text, exact",
     [
@@ -86,9 +92,24 @@ def test_str_default_exact(text, exact):
          "\u6309\u9884\u7b97\u6e10\u8fdb\u5730\u6536\u7f29\u3002", 17),
     ],
 )
-def test_str_default_close(text, exact):
-    n = ctxkeel.estimate_tokens(text)
-    assert abs(n - exact) <= max(1, exact // 10), (n, exact)
+def test_str_default_long_exact(text, exact):
+    assert ctxkeel.estimate_tokens(text) == exact
+    assert ctxkeel.estimate_tokens(text, estimator="o200k") == exact
+
+
+@pytest.mark.parametrize(
+    "text, exact",
+    [
+        ("getUserName", 2),  # cl100k does not cut a word at a capital; o200k does (3)
+        ("\u4f60\u597d\uff0c\u4e16\u754c\uff01", 7),
+        ("\U0001f600", 2),
+        ("=" * 1000, 17),
+        ("ab" * 500, 500),
+        ("<|endoftext|>", 7),
+    ],
+)
+def test_str_cl100k_exact(text, exact):
+    assert ctxkeel.estimate_tokens(text, estimator="cl100k") == exact
 
 
 def test_message_default_counts_ids_names_arguments():
@@ -242,8 +263,12 @@ def test_other_types_are_type_errors(bad):
 
 
 def test_estimator_argument_checked():
-    with pytest.raises(ValueError, match="estimator must be 'default', 'chars4' or 'cl100k'"):
+    with pytest.raises(
+        ValueError, match="estimator must be 'default', 'chars4', 'cl100k' or 'o200k', not 'tik"
+    ):
         ctxkeel.estimate_tokens("x", estimator="tiktoken")
+    with pytest.raises(ValueError):
+        ctxkeel.estimate_tokens("x", estimator="o200k\0")
     with pytest.raises(TypeError, match="estimator must be a str"):
         ctxkeel.estimate_tokens("x", estimator=4)
     with pytest.raises(TypeError):
@@ -263,3 +288,108 @@ def test_estimate_does_not_change_input():
     before = json.dumps(message)
     ctxkeel.estimate_tokens([message])
     assert json.dumps(message) == before
+
+
+# ---- The corpus and random strings against exact counts ------------------------------------
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOKENS = os.path.join(REPO, "tests", "data", "tokens")
+
+
+def counted_texts():
+    """(path, text, exact o200k, exact cl100k) for every row of the recorded counts."""
+    for tsv in ("exact_counts.tsv", "generated_counts.tsv"):
+        with open(os.path.join(TOKENS, tsv), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                split, cat, name, o200k, cl100k = line.rstrip("\n").split("\t")
+                parts = ["classes", name] if split == "classes" else [split, cat, name]
+                path = os.path.join(TOKENS, *parts)
+                with open(path, "rb") as t:
+                    yield path, t.read().decode("utf-8"), int(o200k), int(cl100k)
+
+
+def test_corpus_counts_are_exact():
+    rows = 0
+    for path, text, o200k, cl100k in counted_texts():
+        assert ctxkeel.estimate_tokens(text, estimator="o200k") == o200k, path
+        assert ctxkeel.estimate_tokens(text, estimator="cl100k") == cl100k, path
+        assert ctxkeel.estimate_tokens(text) == o200k, path
+        rows += 1
+    assert rows > 300
+
+
+def rank_table(name):
+    """The ranks of bpe_<name>.h as tiktoken wants them: {token bytes: rank}."""
+    with open(os.path.join(REPO, "csrc", "src", "bpe_%s.h" % name), encoding="ascii") as f:
+        src = f.read()
+
+    def array(which):
+        body = src[src.index("ck_bpe_%s_%s[" % (name, which)):]
+        # The array ends at the first `"};`: a quote inside a literal is always escaped.
+        body = body[body.index("{") + 1:body.index('"};') + 1]
+        out = bytearray()
+        for lit in re.findall(r'"((?:[^"\\]|\\[0-7]{3})*)"', body):
+            out += re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]),
+                          lit.encode("ascii"))
+        return bytes(out)
+
+    n = int(re.search(r"CK_BPE_%s_TOKENS (\d+)u" % name.upper(), src).group(1))
+    lens, data = array("lens"), array("bytes")
+    ranks, at = {}, 0
+    for r in range(n):
+        size = lens[r] - 64  # CK_BPE_LEN_BIAS
+        ranks[data[at:at + size]] = r
+        at += size
+    return ranks
+
+
+def tiktoken_encoding(name, monkeypatch):
+    """The tiktoken wheel's encoding, with its own pattern and the repository's ranks (it would
+    download them otherwise)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    openai_public = pytest.importorskip("tiktoken_ext.openai_public")
+    ranks = rank_table(name)
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *args, **kwargs: ranks)
+    params = getattr(openai_public, name + "_base")()
+    return tiktoken.Encoding(name=name + "_offline", pat_str=params["pat_str"],
+                             mergeable_ranks=ranks, special_tokens={})
+
+
+def random_strings(count, seed):
+    rng = random.Random(seed)
+    pools = [" \t\n\r\x0b\x0c", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+             "0123456789", "'sdmtlvreSDMTLVRE", ".,;:!?-_=+*/\\()[]{}<>\"#$%&@^`|~",
+             "\u00e9\u00e8\u00df\u00c9\u01c5", "\u00a0\u2003\u3000\u2028\u0085\u200b\ufeff",
+             "\u0430\u0431\u0432\u0410\u0411", "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5",
+             "\u3072\u3089\u30ab\u30bf\u30fc", "\ud55c\uad6d\uc5b4", "\u0627\u0644\u05e9",
+             "\u0939\u093f\u0928\u094d", "\u0301\u0308\u0327\u064b", "\ue000\uf8ff",
+             "\U0001f600\U0001f44d\U0001f3fd\u200d\u2764", "\U0001d400\U00020000"]
+    specials = ["<|endoftext|>", "<|fim_prefix|>", "'s", "'LL", "\r\n", "    "]
+    out = []
+    for k in range(count):
+        s = ""
+        for _ in range(rng.randint(1, 6)):
+            if rng.random() < 0.08:
+                s += rng.choice(specials)
+                continue
+            pool = rng.choice(pools)
+            s += "".join(rng.choice(pool) for _ in range(rng.randint(1, 8)))
+        if k % 500 == 0:
+            s *= rng.randint(20, 80)  # a long stretch now and then, for the long-piece methods
+        out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("name", ["o200k", "cl100k"])
+def test_random_strings_match_tiktoken(name, monkeypatch):
+    enc = tiktoken_encoding(name, monkeypatch)
+    estimator = name
+    wrong = []
+    for s in random_strings(100000, 1202):
+        want = len(enc.encode_ordinary(s))
+        got = ctxkeel.estimate_tokens(s, estimator=estimator)
+        if got != want:
+            wrong.append((s[:60], got, want))
+    assert not wrong, "%d of 100000 differ, e.g. %r" % (len(wrong), wrong[:3])

@@ -21,12 +21,15 @@
  * session state under the first. Methods that leave the state alone (offload, read_evidence,
  * search_evidence) stay usable, so a tool call can be handled while a summary is written.
  *
- * GIL: every function here keeps it for its whole run. begin() and offload() read dicts,
- * lists and strs while the core works on them, and the core calls themselves are short (the
- * longest write a few small files to the evidence store and the audit log). Holding the GIL
- * across the check of the busy flag and the core call is also what makes the flag enough: no
- * other thread can enter the same ck_compactor in between. On a free-threaded build the flag
- * is claimed inside a critical section on the object.
+ * GIL: every function here keeps it for its whole run but search_evidence(). begin() and
+ * offload() read dicts, lists and strs while the core works on them, and the core calls
+ * themselves are short (the longest write a few small files to the evidence store and the
+ * audit log). Holding the GIL across the check of the busy flag and the core call is also
+ * what makes the flag enough: no other thread can enter the same ck_compactor in between. On
+ * a free-threaded build the flag is claimed inside a critical section on the object. A search
+ * may scan megabytes, so without a backend (whose methods are Python code) it runs without
+ * the GIL, after claiming the `calling` flag: a second core call on the compactor meanwhile
+ * raises CK_EBUSY, and other threads, other compactors and Ctrl-C go on.
  *
  * Host callbacks (host.c): with estimator=fn or a backend, the core calls Python code in the
  * middle of a core call, and that code may let other threads run (a backend's awaitable is
@@ -304,6 +307,14 @@ static int put(PyObject *d, const char *key, PyObject *value) {
     return rc;
 }
 
+/* d[key] = value for an interned key, releasing `value` (as put()). */
+static int put_key(PyObject *d, PyObject *key, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyDict_SetItem(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
 /* The request as a dict; `req` is borrowed from the open compaction. */
 static PyObject *request_dict(const ck_summary_request *req) {
     PyObject *previous = Py_None;
@@ -376,6 +387,25 @@ static PyObject *job_set_failure(PyObject *op, PyObject *reason) {
     return job_set_text(op, reason, "reason", 1);
 }
 
+/* The repairs of a compaction as a list of {"kind", "index", "tool_call_id"} dicts, in message
+ * order (an empty list when the pairing needed none). */
+static PyObject *repairs_list(const ck_module_state *st, const ck_compaction *c) {
+    size_t n = 0;
+    const ck_repair *r = ck_compaction_repairs(c, &n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list && k < n; k++) {
+        const char *kind = ck_repair_kind_name(r[k].kind);
+        PyObject *d = PyDict_New();
+        /* The list owns the dict from here on, so a failure below releases both. */
+        PyList_SET_ITEM(list, (Py_ssize_t)k, d);
+        if (!d || put_key(d, st->s_kind, PyUnicode_FromString(kind ? kind : "unknown")) < 0 ||
+            put_key(d, st->s_index, PyLong_FromSize_t(r[k].index)) < 0 ||
+            put_key(d, st->s_tool_call_id, ck_py_text(r[k].id, r[k].id_len)) < 0)
+            Py_CLEAR(list);
+    }
+    return list;
+}
+
 static PyObject *job_finish(PyObject *op, PyObject *unused) {
     (void)unused;
     ck_py_compaction *job = (ck_py_compaction *)op;
@@ -383,7 +413,7 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     ck_compaction *c = job_open(job);
     if (!c) return NULL;
     PyObject *messages = NULL, *tier = NULL, *record = NULL, *before = NULL, *after = NULL;
-    PyObject *result = NULL;
+    PyObject *ratio_before = NULL, *ratio_after = NULL, *repairs = NULL, *result = NULL;
     if (!job->done_in_core) {
         ck_error err;
         if (job_enter(job) < 0) return NULL;
@@ -414,8 +444,12 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     }
     before = PyLong_FromUnsignedLongLong(ck_compaction_tokens_before(c));
     after = PyLong_FromUnsignedLongLong(ck_compaction_tokens_after(c));
-    if (tier && record && before && after)
-        result = PyTuple_Pack(5, messages, tier, record, before, after);
+    ratio_before = PyFloat_FromDouble(ck_compaction_ratio_before(c));
+    ratio_after = PyFloat_FromDouble(ck_compaction_ratio_after(c));
+    repairs = repairs_list(st, c);
+    if (tier && record && before && after && ratio_before && ratio_after && repairs)
+        result = PyTuple_Pack(8, messages, tier, record, before, after, ratio_before, ratio_after,
+                              repairs);
 
 done:
     /* Finished or failed, the job is over: the list holds what it needs of the snapshot. */
@@ -425,6 +459,9 @@ done:
     Py_XDECREF(record);
     Py_XDECREF(before);
     Py_XDECREF(after);
+    Py_XDECREF(ratio_before);
+    Py_XDECREF(ratio_after);
+    Py_XDECREF(repairs);
     return result;
 }
 
@@ -462,10 +499,13 @@ PyDoc_STRVAR(job_set_failure_doc,
 PyDoc_STRVAR(job_finish_doc,
              "finish($self, /)\n--\n\n"
              "Builds the checkpoint and the view, appends the audit record and updates the\n"
-             "session state. Returns (messages, tier, record, tokens_before, tokens_after):\n"
-             "the new message list (unchanged messages are the very objects of the snapshot),\n"
-             "the tier name, the record as JSON text (None when nothing changed) and the two\n"
-             "estimates. Closes the compaction.");
+             "session state. Returns (messages, tier, record, tokens_before, tokens_after,\n"
+             "ratio_before, ratio_after, repairs): the new message list (unchanged messages are\n"
+             "the very objects of the snapshot), the tier name, the record as JSON text (None\n"
+             "when nothing was written), the two raw estimates, the view before and after as a\n"
+             "fraction of the window (tool schemas and the usage factor included) and the\n"
+             "pairing repairs as a list of {'kind', 'index', 'tool_call_id'}. Closes the\n"
+             "compaction.");
 PyDoc_STRVAR(job_close_doc,
              "close($self, /)\n--\n\n"
              "Gives the compaction up without finishing it and frees the Compactor for the\n"
@@ -563,7 +603,8 @@ static PyType_Spec job_spec = {
 typedef struct compactor_args {
     PyObject *context_window, *session_id, *store_dir, *warn, *soft, *full, *emergency;
     PyObject *keep_tail, *offload_threshold, *tool_offload_threshold, *summary_max_tokens;
-    PyObject *estimator, *format, *pin_first_user, *retention, *backend, *awaiter;
+    PyObject *estimator, *format, *pin_first_user, *retention, *backend, *backend_timeout;
+    PyObject *awaiter, *target, *keep_tail_tokens;
 } compactor_args;
 
 /* What the options point at until ck_compactor_new() has copied it. */
@@ -704,7 +745,7 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
                         ck_compactor_options *opt, option_refs *refs) {
     memset(opt, 0, sizeof *opt);
     /* Counts and thresholds: positive ints; the ones not given stay 0, the default. */
-    unsigned long long v[5] = {0, 0, 0, 0, 0};
+    unsigned long long v[6] = {0, 0, 0, 0, 0, 0};
     struct {
         PyObject *obj;
         const char *name;
@@ -714,7 +755,9 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
                 {a->offload_threshold, "offload_threshold", UINT64_MAX},
                 {a->tool_offload_threshold, "tool_offload_threshold", UINT64_MAX},
                 {a->summary_max_tokens != Py_None ? a->summary_max_tokens : NULL,
-                 "summary_max_tokens", UINT64_MAX}};
+                 "summary_max_tokens", UINT64_MAX},
+                {a->keep_tail_tokens != Py_None ? a->keep_tail_tokens : NULL, "keep_tail_tokens",
+                 UINT64_MAX}};
     for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
         if (ints[k].obj &&
             to_uint(st, ints[k].obj, ints[k].name, 1, ints[k].max, MSG_POSITIVE, &v[k]) < 0)
@@ -724,6 +767,7 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
     opt->offload_threshold = v[2];
     opt->tool_offload_threshold = v[3];
     opt->summary_max_tokens = v[4];
+    opt->keep_tail_tokens = v[5];
     struct {
         PyObject *obj;
         const char *name;
@@ -731,7 +775,8 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
     } fractions[] = {{a->warn, "warn", &opt->warn},
                      {a->soft, "soft", &opt->soft},
                      {a->full, "full", &opt->full},
-                     {a->emergency, "emergency", &opt->emergency}};
+                     {a->emergency, "emergency", &opt->emergency},
+                     {a->target != Py_None ? a->target : NULL, "target", &opt->target}};
     for (size_t k = 0; k < sizeof fractions / sizeof fractions[0]; k++)
         if (fractions[k].obj &&
             to_fraction(st, fractions[k].obj, fractions[k].name, fractions[k].out) < 0)
@@ -775,6 +820,27 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
         Py_INCREF(a->backend);
         Py_XSETREF(self->backend, a->backend);
     }
+    /* The core's default and range; the binding enforces the limit on its host calls. */
+    double seconds = 0;
+    PyObject *t = a->backend_timeout;
+    if (t && t != Py_None) {
+        if (PyBool_Check(t) || !(PyFloat_Check(t) || PyLong_Check(t))) {
+            PyErr_Format(PyExc_TypeError, MSG_NUMBER_TYPE, "backend_timeout",
+                         Py_TYPE(t)->tp_name);
+            return -1;
+        }
+        seconds = PyFloat_AsDouble(t);
+        if (seconds == -1.0 && PyErr_Occurred()) return -1;
+        /* 0 in the core's struct means "the default"; given here it is out of range, which
+         * NaN makes the core say. */
+        if (seconds == 0) seconds = NAN;
+    }
+    ck_error err;
+    if (ck_backend_timeout(seconds, &opt->backend_timeout, &err) != CK_OK) {
+        ck_py_raise_core(st, err.code, &err);
+        return -1;
+    }
+    self->host.timeout = opt->backend_timeout;
     return 0;
 }
 
@@ -795,17 +861,21 @@ static PyObject *compactor_new(PyTypeObject *type, PyObject *args, PyObject *kwa
                              "pin_first_user",
                              "retention",
                              "backend",
+                             "backend_timeout",
                              "awaiter",
+                             "target",
+                             "keep_tail_tokens",
                              NULL};
     ck_module_state *st = (ck_module_state *)PyType_GetModuleState(type);
     compactor_args a;
     memset(&a, 0, sizeof a);
     if (!st ||
         !PyArg_ParseTupleAndKeywords(
-            args, kwargs, "O|$OOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window, &a.session_id,
-            &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency, &a.keep_tail,
+            args, kwargs, "O|$OOOOOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
+            &a.session_id, &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency, &a.keep_tail,
             &a.offload_threshold, &a.tool_offload_threshold, &a.summary_max_tokens, &a.estimator,
-            &a.format, &a.pin_first_user, &a.retention, &a.backend, &a.awaiter))
+            &a.format, &a.pin_first_user, &a.retention, &a.backend, &a.backend_timeout,
+            &a.awaiter, &a.target, &a.keep_tail_tokens))
         return NULL;
     ck_compactor_options opt;
     option_refs refs = {NULL, NULL, NULL, NULL};
@@ -1077,9 +1147,24 @@ static PyObject *compactor_search_evidence(PyObject *op, PyObject *args, PyObjec
     char *json = NULL;
     size_t len = 0;
     ck_error err;
-    int rc = ck_compactor_search_evidence(self->ck, ref ? PyBytes_AS_STRING(ref) : NULL,
-                                          ref ? (size_t)PyBytes_GET_SIZE(ref) : 0,
-                                          PyBytes_AS_STRING(pattern), 0, &json, &len, &err);
+    const char *ref_text = ref ? PyBytes_AS_STRING(ref) : NULL;
+    size_t ref_len = ref ? (size_t)PyBytes_GET_SIZE(ref) : 0;
+    const char *pattern_text = PyBytes_AS_STRING(pattern);
+    int rc;
+    if (self->host.put) {
+        /* The backend is Python code that the search calls: the GIL stays. The work of one
+         * search is capped in the core, so this holds it for a second at most. */
+        rc = ck_compactor_search_evidence(self->ck, ref_text, ref_len, pattern_text, 0, &json,
+                                          &len, &err);
+    } else {
+        /* No Python code runs in a search without a backend; its inputs are the bytes objects
+         * `ref` and `pattern`, held until after; and `calling`, claimed by enter(), keeps
+         * every other core call off this compactor. So the matcher runs without the GIL. */
+        Py_BEGIN_ALLOW_THREADS
+        rc = ck_compactor_search_evidence(self->ck, ref_text, ref_len, pattern_text, 0, &json,
+                                          &len, &err);
+        Py_END_ALLOW_THREADS
+    }
     if (leave_read(self, rc, &err, ref) == 0) {
         PyObject *text = ck_py_text(json, len);
         if (text) {
@@ -1092,6 +1177,36 @@ static PyObject *compactor_search_evidence(PyObject *op, PyObject *args, PyObjec
 done:
     Py_XDECREF(ref);
     Py_XDECREF(pattern);
+    return result;
+}
+
+/* answer_read_evidence(arguments): the core's answer to a model's read_evidence call, as
+ * (text, is_error). The wording and every check of the arguments are the core's. */
+static PyObject *compactor_answer_read_evidence(PyObject *op, PyObject *arg) {
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    ck_module_state *st = state_of(op);
+    if (!PyUnicode_Check(arg))
+        return PyErr_Format(PyExc_TypeError, MSG_STR_TYPE, "arguments", Py_TYPE(arg)->tp_name);
+    Py_ssize_t len;
+    const char *args = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (!args) return ck_py_raise_utf8(st, arg, -1, "arguments");
+    if (enter(self) < 0) return NULL;
+    char *text = NULL;
+    size_t text_len = 0;
+    int is_error = 0;
+    int rc = ck_compactor_answer_read_evidence(self->ck, args, (size_t)len, &text, &text_len,
+                                               &is_error);
+    PyObject *result = NULL;
+    /* A storage failure is told in the answer's text; what a callback left to raise
+     * (KeyboardInterrupt, a cancellation) is raised by leave(). */
+    if (leave(self) == 0) {
+        if (rc)
+            ck_py_raise(st, rc, -1, NULL, NULL, -1);
+        else
+            result = Py_BuildValue("(NO)", ck_py_text(text, text_len),
+                                   is_error ? Py_True : Py_False);
+    }
+    ck_free(text);
     return result;
 }
 
@@ -1171,32 +1286,40 @@ static PyObject *compactor_get_options(PyObject *op, void *closure) {
     }
     /* N steals: store, estimator and retention are released with the dict. */
     return Py_BuildValue(
-        "{s:K,s:s,s:N,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O}", "context_window",
-        (unsigned long long)o.context_window, "session_id", o.session_id, "store_dir", store,
-        "warn", o.warn, "soft", o.soft, "full", o.full, "emergency", o.emergency, "keep_tail",
-        (unsigned int)o.keep_tail, "offload_threshold", (unsigned long long)o.offload_threshold,
+        "{s:K,s:s,s:N,s:d,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O,s:d}",
+        "context_window", (unsigned long long)o.context_window, "session_id", o.session_id,
+        "store_dir", store, "warn", o.warn, "soft", o.soft, "full", o.full, "emergency",
+        o.emergency, "target", o.target, "keep_tail", (unsigned int)o.keep_tail,
+        "keep_tail_tokens", (unsigned long long)o.keep_tail_tokens, "offload_threshold",
+        (unsigned long long)o.offload_threshold,
         "tool_offload_threshold", (unsigned long long)o.tool_offload_threshold,
         "summary_max_tokens", (unsigned long long)o.summary_max_tokens, "estimator", estimator,
         "format", (unsigned)o.format <= CK_FORMAT_ANTHROPIC ? formats[o.format] : "auto",
         "pin_first_user", (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True, "retention",
-        retention, "backend", self->backend ? self->backend : Py_None);
+        retention, "backend", self->backend ? self->backend : Py_None, "backend_timeout",
+        o.backend_timeout ? o.backend_timeout : self->host.timeout);
 }
 
 PyDoc_STRVAR(compactor_doc,
              "Compactor(context_window, *, session_id=None, store_dir='.ctxkeel', warn=0.6, "
              "soft=0.7, full=0.8, emergency=0.95, keep_tail=6, offload_threshold=4000, "
              "tool_offload_threshold=10000, summary_max_tokens=None, estimator='default', "
-             "format='auto', pin_first_user=True, retention=None, backend=None, awaiter=None)\n"
+             "format='auto', pin_first_user=True, retention=None, backend=None,\n"
+             "backend_timeout=None, awaiter=None, target=None, keep_tail_tokens=None)\n"
              "--\n"
              "\n"
              "The core of ctxkeel.Compactor: one agent session's compaction state, its evidence\n"
              "store and its audit log. Use ctxkeel.Compactor, which runs the summarizer.\n"
              "A session_id whose audit log exists under store_dir resumes that session.\n"
+             "target and keep_tail_tokens None (like summary_max_tokens None) take the core's\n"
+             "defaults: 0.5 (below soft) and context_window / 4.\n"
              "estimator may be a callable, fn(text) -> int, which then counts every message.\n"
              "retention: {pattern: {'head', 'tail', 'errors', 'max_bytes', 'offload'}} or a\n"
              "list of (pattern, policy) pairs. backend: an object with put(key, text) and\n"
-             "get(key) -> str | None used instead of the files under store_dir; awaiter(aw)\n"
-             "runs an awaitable that one of them returns and gives its value.\n"
+             "get(key) -> str | None used instead of the files under store_dir;\n"
+             "awaiter(aw, timeout) runs an awaitable that one of them returns and gives its\n"
+             "value, raising TimeoutError after backend_timeout seconds (None: the core's\n"
+             "default, 10).\n"
              "Wrong types raise TypeError; bad values raise InputError naming the option.");
 PyDoc_STRVAR(begin_doc,
              "begin($self, messages, tool_tokens=0, /, *, extractive=False)\n--\n\n"
@@ -1220,7 +1343,13 @@ PyDoc_STRVAR(search_evidence_doc,
              "search_evidence($self, /, ref, pattern)\n--\n\n"
              "Lines matching pattern (a POSIX extended regular expression) in one offloaded\n"
              "output, or in all of the session's when ref is None: a list of dicts\n"
-             "{'ref', 'line' (1-based), 'text'}, at most 1000.");
+             "{'ref', 'line', 'text'}, at most 1000, where 'line' counts from 0 as\n"
+             "read_evidence offsets do (reading at that offset lands on the line).");
+PyDoc_STRVAR(answer_read_evidence_doc,
+             "answer_read_evidence($self, arguments, /)\n--\n\n"
+             "The answer to a model's call of the read_evidence tool, whose arguments are the\n"
+             "JSON text arguments ('' means {}): (text, is_error). The text is the lines read,\n"
+             "the matches found, or what was wrong with the call; is_error says which.");
 PyDoc_STRVAR(observe_usage_doc,
              "observe_usage($self, prompt_tokens, /)\n--\n\n"
              "The prompt tokens the provider counted for the last view returned. Their ratio\n"
@@ -1254,6 +1383,12 @@ static PyMethodDef compactor_methods[] = {
         .ml_meth = (PyCFunction)(void (*)(void))compactor_search_evidence,
         .ml_flags = METH_VARARGS | METH_KEYWORDS,
         .ml_doc = search_evidence_doc,
+    },
+    {
+        .ml_name = "answer_read_evidence",
+        .ml_meth = compactor_answer_read_evidence,
+        .ml_flags = METH_O,
+        .ml_doc = answer_read_evidence_doc,
     },
     {
         .ml_name = "observe_usage",
@@ -1361,5 +1496,8 @@ int ck_py_compactor_init(PyObject *module, ck_module_state *st) {
     for (int t = 0; t <= CK_TIER_EMERGENCY; t++)
         PyTuple_SET_ITEM(tiers, t, tier_name(st, (ck_tier)t));
     if (add_new(module, "TIERS", tiers) < 0) return -1;
+    /* The core's default backend_timeout, for the signature of ctxkeel.Compactor. */
+    if (add_new(module, "BACKEND_TIMEOUT", PyFloat_FromDouble(CK_BACKEND_TIMEOUT_DEFAULT)) < 0)
+        return -1;
     return add_new(module, "CHECKPOINT_MARKER", PyUnicode_FromString(ck_checkpoint_marker()));
 }

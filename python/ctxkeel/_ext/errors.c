@@ -15,6 +15,7 @@ typedef enum exc_kind {
     EXC_NONE = 0, /* CK_OK: nothing is raised */
     EXC_MEMORY,   /* CK_ENOMEM: MemoryError */
     EXC_INPUT,    /* the caller's input is wrong: InputError, which is also a ValueError */
+    EXC_OVERFLOW, /* CK_EOVERFLOW: ContextOverflowError, an Error */
     EXC_ERROR,    /* everything else: Error */
 } exc_kind;
 
@@ -28,6 +29,7 @@ typedef struct status_row {
 #define CK_PY_EXC_KIND(value)                                                                      \
     ((value) == CK_OK           ? EXC_NONE                                                         \
      : (value) == CK_ENOMEM     ? EXC_MEMORY                                                       \
+     : (value) == CK_EOVERFLOW  ? EXC_OVERFLOW                                                     \
      : CK_IS_INPUT_ERROR(value) ? EXC_INPUT                                                        \
                                 : EXC_ERROR)
 #define CK_PY_STATUS_ROW(name, value, text) {"CK_" #name, value, text, CK_PY_EXC_KIND(value)},
@@ -45,6 +47,11 @@ static const char ERROR_DOC[] =
 static const char INPUT_ERROR_DOC[] =
     "Raised when the input is wrong: a message of the wrong shape, a missing field, text\n"
     "that is not valid UTF-8, messages that do not match the format. Also a ValueError.";
+
+static const char OVERFLOW_ERROR_DOC[] =
+    "Raised when the pinned messages (system prompt and task) and the tool schemas alone,\n"
+    "with a bare checkpoint, do not fit the context window, so that no view can. The message\n"
+    "says how many tokens they need and the window (code 'CK_EOVERFLOW').";
 
 static const char MSG_BAD_STATUS[] = "ctxkeel: %ld is not a ctxkeel status code";
 static const char MSG_PLACED[] = "ctxkeel: %s: %s";
@@ -138,11 +145,16 @@ int ck_py_errors_init(PyObject *module, ck_module_state *st) {
     st->InputError = new_exception("ctxkeel.InputError", INPUT_ERROR_DOC, bases);
     if (!st->InputError) goto error;
     Py_CLEAR(bases);
+    st->ContextOverflowError =
+        new_exception("ctxkeel.ContextOverflowError", OVERFLOW_ERROR_DOC, st->Error);
+    if (!st->ContextOverflowError) goto error;
     /* The module holds its own references; the state keeps the ones made above. */
     Py_INCREF(st->Error);
     if (add_new(module, "Error", st->Error) < 0) goto error;
     Py_INCREF(st->InputError);
     if (add_new(module, "InputError", st->InputError) < 0) goto error;
+    Py_INCREF(st->ContextOverflowError);
+    if (add_new(module, "ContextOverflowError", st->ContextOverflowError) < 0) goto error;
     if (add_new(module, "STATUS_CODES", status_codes()) < 0) goto error;
     return 0;
 
@@ -154,7 +166,8 @@ error:
 
 PyObject *ck_py_error_class(const ck_module_state *st, int code) {
     const status_row *row = find_row(code);
-    return row && row->kind == EXC_INPUT ? st->InputError : st->Error;
+    if (row && row->kind == EXC_INPUT) return st->InputError;
+    return row && row->kind == EXC_OVERFLOW ? st->ContextOverflowError : st->Error;
 }
 
 /* Sets attribute `name` of `exc` to `value` (a new reference, released here). */

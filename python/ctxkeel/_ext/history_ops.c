@@ -8,14 +8,14 @@
  */
 #include "state.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char MSG_X_TYPE[] =
     "ctxkeel: estimate_tokens() argument 'x' must be a str, a message dict or a list, not %.200s";
 static const char MSG_ESTIMATOR_TYPE[] =
     "ctxkeel: estimator must be a str or a callable, not %.200s";
-static const char MSG_ESTIMATOR_VALUE[] =
-    "ctxkeel: estimator must be 'default', 'chars4' or 'cl100k', not %R";
+static const char MSG_ESTIMATOR_VALUE[] = "ctxkeel: estimator must be %s, not %R";
 static const char MSG_FORMAT_TYPE[] = "ctxkeel: format must be a str, not %.200s";
 static const char MSG_FORMAT_VALUE[] =
     "ctxkeel: format must be 'auto', 'openai' or 'anthropic', not %R";
@@ -34,16 +34,20 @@ int ck_py_parse_estimator(PyObject *value, ck_estimator *out, PyObject **counter
         PyErr_Format(PyExc_TypeError, MSG_ESTIMATOR_TYPE, Py_TYPE(value)->tp_name);
         return -1;
     }
-    if (PyUnicode_CompareWithASCIIString(value, "default") == 0) return 0;
-    if (PyUnicode_CompareWithASCIIString(value, "chars4") == 0) {
-        *out = CK_EST_CHARS4;
-        return 0;
+    /* The names are the core's (ck_estimator_from_name); only the message is put together here. */
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(value, &len);
+    if (!name) return -1;
+    if (ck_estimator_from_name(name, (size_t)len, out) == CK_OK) return 0;
+    char list[128];
+    size_t at = 0;
+    for (int e = 0; ck_estimator_name((ck_estimator)e) && at < sizeof list; e++) {
+        const char *sep = e == 0 ? "" : ck_estimator_name((ck_estimator)(e + 1)) ? ", " : " or ";
+        int n = snprintf(list + at, sizeof list - at, "%s'%s'", sep, ck_estimator_name((ck_estimator)e));
+        if (n < 0) break;
+        at += (size_t)n;
     }
-    if (PyUnicode_CompareWithASCIIString(value, "cl100k") == 0) {
-        *out = CK_EST_CL100K;
-        return 0;
-    }
-    PyErr_Format(PyExc_ValueError, MSG_ESTIMATOR_VALUE, value);
+    PyErr_Format(PyExc_ValueError, MSG_ESTIMATOR_VALUE, list, value);
     return -1;
 }
 

@@ -5,8 +5,12 @@
  * The core calls these through plain C function pointers (ck_counter, ck_evidence_backend)
  * from inside a core call that a method of this binding made with the GIL held, so each one
  * calls Python directly; nothing here takes or releases the GIL. A backend method may return
- * an awaitable: it is handed to the `awaiter` (ctxkeel/_compactor.py), which runs it to
- * completion on the right loop and returns its value; while it waits, the GIL is free.
+ * an awaitable: it is handed to the `awaiter` (ctxkeel/_compactor.py) with the time limit
+ * (backend_timeout), which runs it on the right loop and returns its value, or cancels it and
+ * raises TimeoutError when the limit passes; while it waits, the GIL is free. After one
+ * timeout the backend is taken for hung: its later calls in the same core call fail at once,
+ * so one compaction waits for it once, not once per output. A synchronous method cannot be
+ * interrupted; it is called as it is.
  *
  * The core cannot be stopped halfway, so a callback never raises into it. A failure becomes
  * what the core understands (UINT64_MAX from the counter, CK_EIO from the backend, with the
@@ -32,6 +36,7 @@ static const char MSG_NO_AWAITER[] = "ctxkeel: backend.%s() returned an awaitabl
                                      "object cannot wait for";
 static const char MSG_NOT_CALLABLE[] = "ctxkeel: backend.%s must be callable, not %.200s";
 static const char ABORTED[] = "an earlier callback of this call was interrupted";
+static const char HUNG[] = "backend timed out earlier in this call; not called again";
 
 /* The exception being raised, taken off the error indicator (a new reference). 3.12 replaced
  * the (type, value, traceback) triple with one object. */
@@ -63,6 +68,7 @@ static void describe(PyObject *exc, char *out, size_t size) {
 void ck_py_host_reset(ck_py_host *h) {
     Py_CLEAR(h->raise_after);
     Py_CLEAR(h->cause);
+    h->timed_out = 0;
 }
 
 int ck_py_host_end(ck_py_host *h) {
@@ -162,7 +168,7 @@ static PyObject *settle(ck_py_host *h, PyObject *result, const char *name) {
     if (!am || !am->am_await) return result;
     PyObject *value = NULL;
     if (h->awaiter) {
-        value = PyObject_CallOneArg(h->awaiter, result);
+        value = PyObject_CallFunction(h->awaiter, "Od", result, h->timeout);
     } else {
         close_coroutine(result);
         PyErr_Format(PyExc_TypeError, MSG_NO_AWAITER, name);
@@ -181,6 +187,7 @@ static int backend_failed(ck_py_host *h, ck_error *err) {
         else
             snprintf(err->where, sizeof err->where, "%s", ABORTED);
     }
+    if (exc && PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_TimeoutError)) h->timed_out = 1;
     if (exc && !PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) {
         /* Not a storage failure: an interrupt or a cancellation, raised once the core is
          * done. */
@@ -194,8 +201,15 @@ static int backend_failed(ck_py_host *h, ck_error *err) {
     return CK_EIO;
 }
 
+/* A backend that timed out earlier in this core call is not called again. */
+static int backend_hung(ck_error *err) {
+    if (err) snprintf(err->where, sizeof err->where, "%s", HUNG);
+    return CK_EIO;
+}
+
 int ck_py_host_put(void *ctx, const char *key, const char *data, size_t len, ck_error *err) {
     ck_py_host *h = (ck_py_host *)ctx;
+    if (h->timed_out && !h->raise_after) return backend_hung(err);
     if (h->raise_after || !h->put) return backend_failed(h, err);
     PyObject *text = ck_py_text(data, len);
     PyObject *result = text ? PyObject_CallFunction(h->put, "sO", key, text) : NULL;
@@ -210,6 +224,7 @@ int ck_py_host_get(void *ctx, const char *key, char **out, size_t *out_len, ck_e
     ck_py_host *h = (ck_py_host *)ctx;
     *out = NULL;
     *out_len = 0;
+    if (h->timed_out && !h->raise_after) return backend_hung(err);
     if (h->raise_after || !h->get) return backend_failed(h, err);
     PyObject *result = settle(h, PyObject_CallFunction(h->get, "s", key), "get");
     if (!result) return backend_failed(h, err);

@@ -51,6 +51,8 @@ static const char MSG_HEADER_VALUE[] = "must be a single line";
 static const char MSG_MISSING[] = "required field is missing";
 static const char MSG_MAX_TOKENS[] = "must be a positive int";
 static const char MSG_CANCELED[] = "canceled";
+static const char MSG_BOOL_TYPE[] = "ctxkeel: %s must be a bool or None, not %.200s";
+static const char MSG_USAGE_TYPE[] = "ctxkeel: usage must be a str (JSON text), not %.200s";
 
 /* What the core takes as the largest values; the binding refuses more rather than let the
  * core clamp silently. */
@@ -224,6 +226,18 @@ error:
     return -1;
 }
 
+/* extra_body as JSON text (json.dumps), a new bytes object; None gives NULL without an
+ * error. Whether it is an object is the core's to decide. */
+static PyObject *json_text(PyObject *obj) {
+    if (obj == Py_None) return NULL;
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *text = json ? PyObject_CallMethod(json, "dumps", "O", obj) : NULL;
+    Py_XDECREF(json);
+    PyObject *bytes = text ? PyUnicode_AsUTF8String(text) : NULL;
+    Py_XDECREF(text);
+    return bytes;
+}
+
 /* The base URL as the repr shows it: a user:password@ part becomes ***@. */
 static PyObject *shown_url(const char *url, size_t len) {
     const char *sep = strstr(url, "://");
@@ -332,17 +346,21 @@ static PyType_Spec token_spec = {
 /* ---- HttpSummarizer: construction -------------------------------------------------------- */
 
 static PyObject *http_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"base_url",    "model",   "api",     "api_key_env", "timeout",
-                             "max_retries", "headers", "backoff", NULL};
+    static char *kwlist[] = {"base_url",        "model",      "api",     "api_key_env",
+                             "timeout",         "max_retries", "headers", "backoff",
+                             "reasoning_model", "extra_body", NULL};
     ck_module_state *st = (ck_module_state *)PyType_GetModuleState(type);
     PyObject *url_obj, *model_obj, *api_obj = NULL, *key_obj = Py_None, *timeout_obj = NULL;
     PyObject *retries_obj = NULL, *headers_obj = Py_None, *backoff_obj = NULL;
-    if (!st || !PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOO:HttpSummarizer", kwlist,
+    PyObject *reasoning_obj = Py_None, *extra_obj = Py_None;
+    if (!st || !PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOO:HttpSummarizer", kwlist,
                                             &url_obj, &model_obj, &api_obj, &key_obj, &timeout_obj,
-                                            &retries_obj, &headers_obj, &backoff_obj))
+                                            &retries_obj, &headers_obj, &backoff_obj,
+                                            &reasoning_obj, &extra_obj))
         return NULL;
 
     PyObject *url = NULL, *model = NULL, *key = NULL, *lines = NULL, *names = NULL;
+    PyObject *extra = NULL;
     const char **header_array = NULL;
     ck_py_http_summarizer *self = NULL;
     ck_http_api api = CK_HTTP_OPENAI;
@@ -379,6 +397,12 @@ static PyObject *http_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
          to_int(st, retries_obj, "max_retries", 0, MAX_RETRIES, MSG_RETRIES, &retries) < 0))
         goto done;
     if (read_headers(st, headers_obj, &lines, &names, &header_array) < 0) goto done;
+    if (reasoning_obj != Py_None && !PyBool_Check(reasoning_obj)) {
+        PyErr_Format(PyExc_TypeError, MSG_BOOL_TYPE, "reasoning_model",
+                     Py_TYPE(reasoning_obj)->tp_name);
+        goto done;
+    }
+    if (!(extra = json_text(extra_obj)) && PyErr_Occurred()) goto done;
 
     ck_http_options o;
     memset(&o, 0, sizeof o);
@@ -391,6 +415,9 @@ static PyObject *http_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     o.max_retries = retries == 0 ? -1 : (int)retries;
     o.backoff = backoff > 0 ? backoff : NO_BACKOFF;
     o.headers = header_array;
+    /* None leaves the choice to the core, by the model's name. */
+    o.reasoning_model = reasoning_obj == Py_None ? 0 : reasoning_obj == Py_True ? 1 : -1;
+    o.extra_body = extra ? PyBytes_AS_STRING(extra) : NULL;
 
     self = (ck_py_http_summarizer *)type->tp_alloc(type, 0);
     if (!self) goto done;
@@ -403,6 +430,10 @@ static PyObject *http_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     }
     self->api = api;
     self->max_retries = (int)retries;
+    self->reasoning_given = o.reasoning_model;
+    self->reasoning = api == CK_HTTP_OPENAI &&
+                      (o.reasoning_model > 0 ||
+                       (o.reasoning_model == 0 && ck_http_reasoning_model(o.model)));
     self->shown_url = shown_url(PyBytes_AS_STRING(url), (size_t)PyBytes_GET_SIZE(url));
     self->model = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(model), PyBytes_GET_SIZE(model), "strict");
     /* The variable the core reads: the one given, the API's usual one, or none for "". */
@@ -430,6 +461,7 @@ done:
     Py_XDECREF(key);
     Py_XDECREF(lines);
     Py_XDECREF(names);
+    Py_XDECREF(extra);
     PyMem_Free(header_array);
     return (PyObject *)self;
 }
@@ -653,11 +685,15 @@ static PyObject *http_repr(PyObject *op) {
         headers = joined ? PyUnicode_FromFormat(", headers={%U}", joined) : NULL;
     }
     if (!headers) goto done;
+    /* reasoning_model only when given: by default the core decides by the model's name. */
+    const char *reasoning = self->reasoning_given > 0   ? ", reasoning_model=True"
+                            : self->reasoning_given < 0 ? ", reasoning_model=False"
+                                                        : "";
     text = PyUnicode_FromFormat(
         "HttpSummarizer(%R, %R, api='%s', api_key_env=%U, timeout=%R, max_retries=%d, "
-        "backoff=%R%U)",
+        "backoff=%R%U%s)",
         self->shown_url, self->model, api_name(self->api), key, self->timeout, self->max_retries,
-        self->backoff, headers);
+        self->backoff, headers, reasoning);
 
 done:
     Py_XDECREF(key);
@@ -713,6 +749,11 @@ static PyObject *http_get_header_names(PyObject *op, void *closure) {
     return new_ref(((ck_py_http_summarizer *)op)->header_names);
 }
 
+static PyObject *http_get_reasoning_model(PyObject *op, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(((ck_py_http_summarizer *)op)->reasoning);
+}
+
 static PyObject *http_get_last_usage(PyObject *op, void *closure) {
     (void)closure;
     ck_py_http_summarizer *self = (ck_py_http_summarizer *)op;
@@ -723,7 +764,7 @@ static PyObject *http_get_last_usage(PyObject *op, void *closure) {
 PyDoc_STRVAR(
     http_doc,
     "HttpSummarizer(base_url, model, *, api='openai', api_key_env=None, timeout=60, "
-    "max_retries=3, headers=None, backoff=0.5)\n"
+    "max_retries=3, headers=None, backoff=0.5, reasoning_model=None, extra_body=None)\n"
     "--\n"
     "\n"
     "The built-in summarizer: asks a model over HTTP (libcurl) to write the checkpoint.\n"
@@ -735,9 +776,15 @@ PyDoc_STRVAR(
     "base_url 'https://api.openai.com/v1'); api='anthropic' posts to {base_url}/v1/messages\n"
     "(base_url 'https://api.anthropic.com'). The API key is read from the environment\n"
     "variable api_key_env at each call (None: OPENAI_API_KEY or ANTHROPIC_API_KEY; '':\n"
-    "send none) and is never stored. timeout bounds one attempt in seconds; connection\n"
-    "errors, HTTP 429 and 5xx are retried max_retries times, waiting backoff seconds and\n"
-    "doubling (Retry-After wins). headers adds 'Name': 'value' pairs to every request.\n"
+    "send none) and is never stored; a key holding a line break is refused, and a key the\n"
+    "provider echoes is blanked from its reply. timeout bounds the whole call in seconds,\n"
+    "retries and waits included; connection errors, HTTP 429 and 5xx are retried\n"
+    "max_retries times, waiting backoff seconds and doubling (Retry-After wins). headers\n"
+    "adds 'Name': 'value' pairs to every request; extra_body (a dict) adds fields to every\n"
+    "request body, replacing ctxkeel's of the same name. reasoning_model=True sends\n"
+    "max_completion_tokens and no temperature (OpenAI's reasoning models need that),\n"
+    "False max_tokens and temperature 0; None decides by the model's name (o1, o3,\n"
+    "o4-mini, gpt-5...).\n"
     "\n"
     "A failure raises ctxkeel.Error with .code CK_ESUMMARY (an HTTP error or a reply\n"
     "without text), CK_ETIMEDOUT, CK_EIO (no connection) or CK_ECANCELED, and a one-line\n"
@@ -768,12 +815,18 @@ static PyGetSetDef http_getset[] = {
     {.name = "api_key_env",
      .get = http_get_api_key_env,
      .doc = "The environment variable the key is read from at each call; None: no key."},
-    {.name = "timeout", .get = http_get_timeout, .doc = "Seconds allowed for one attempt."},
+    {.name = "timeout",
+     .get = http_get_timeout,
+     .doc = "Seconds allowed for the whole call, retries and waits included."},
     {.name = "max_retries", .get = http_get_max_retries, .doc = "Retries after the first try."},
     {.name = "backoff", .get = http_get_backoff, .doc = "The first retry delay in seconds."},
     {.name = "header_names",
      .get = http_get_header_names,
      .doc = "The names of the extra headers (their values are not kept for display)."},
+    {.name = "reasoning_model",
+     .get = http_get_reasoning_model,
+     .doc = "True when requests send max_completion_tokens and no temperature (the option\n"
+            "given, or the core's choice by the model's name)."},
     {.name = "last_usage",
      .get = http_get_last_usage,
      .doc = "(prompt_tokens, completion_tokens) the provider reported for the latest\n"
@@ -801,6 +854,42 @@ static PyType_Spec http_spec = {
     .slots = http_slots,
 };
 
+/* ---- usage objects ----------------------------------------------------------------------- */
+
+/* usage_prompt_tokens(json_text) -> int: the whole prompt's tokens of a provider's usage
+ * object (ck_usage_prompt_tokens(); the shapes are the core's). ctxkeel/_compactor.py gives
+ * it the JSON of whatever observe_usage() received. */
+static PyObject *usage_prompt_tokens(PyObject *module, PyObject *arg) {
+    ck_module_state *st = (ck_module_state *)PyModule_GetState(module);
+    if (!PyUnicode_Check(arg))
+        return PyErr_Format(PyExc_TypeError, MSG_USAGE_TYPE, Py_TYPE(arg)->tp_name);
+    Py_ssize_t len = 0;
+    const char *text = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (!text) return ck_py_raise_utf8(st, arg, -1, "usage");
+    uint64_t tokens = 0;
+    ck_error err;
+    int rc = ck_usage_prompt_tokens(text, (size_t)len, &tokens, &err);
+    if (rc != CK_OK) return ck_py_raise_core(st, rc, &err);
+    return PyLong_FromUnsignedLongLong(tokens);
+}
+
+PyDoc_STRVAR(usage_prompt_tokens_doc,
+             "usage_prompt_tokens($module, usage, /)\n--\n\n"
+             "The whole prompt's token count from a provider's usage object given as JSON text\n"
+             "(OpenAI Chat and Responses, Anthropic with its cache fields, the AI SDK, Gemini,\n"
+             "or a response holding one under 'usage' / 'usageMetadata'). Raises InputError\n"
+             "CK_EINVAL naming the field for any other shape, CK_ESYNTAX for bad JSON.");
+
+static PyMethodDef usage_functions[] = {
+    {
+        .ml_name = "usage_prompt_tokens",
+        .ml_meth = usage_prompt_tokens,
+        .ml_flags = METH_O,
+        .ml_doc = usage_prompt_tokens_doc,
+    },
+    {NULL, NULL, 0, NULL},
+};
+
 /* ---- module level ------------------------------------------------------------------------ */
 
 /* Adds `type` under `name`; the module takes a new reference, the state keeps its own. */
@@ -819,7 +908,8 @@ int ck_py_http_init(PyObject *module, ck_module_state *st) {
     st->CancelTokenType = PyType_FromModuleAndSpec(module, &token_spec, NULL);
     if (!st->CancelTokenType) return -1;
     if (add_type(module, "HttpSummarizer", st->HttpSummarizerType) < 0 ||
-        add_type(module, "CancelToken", st->CancelTokenType) < 0)
+        add_type(module, "CancelToken", st->CancelTokenType) < 0 ||
+        PyModule_AddFunctions(module, usage_functions) < 0)
         return -1;
     return 0;
 }

@@ -23,8 +23,9 @@ PyDoc_STRVAR(estimate_tokens_doc,
              "Estimates the tokens of x: a str, a message dict, a list of message dicts\n"
              "(with the per-message and per-request overhead) or a list of tool schemas\n"
              "(dicts without \"role\", counted as their compact JSON). An empty list is 0.\n"
-             "estimator is 'default' (fitted to o200k_base), 'cl100k' (fitted to cl100k_base),\n"
-             "'chars4' (UTF-8 bytes / 4, rounded up) or a function fn(text) -> int: a str is\n"
+             "estimator is 'o200k' or 'cl100k' (exact counts of that encoding, as tiktoken's),\n"
+             "'default' (o200k, estimated only for one unbroken run over 64 KB), 'chars4'\n"
+             "(UTF-8 bytes / 4, rounded up) or a function fn(text) -> int: a str is\n"
              "then fn(x), a message fn(its strings joined by newlines) plus the per-message\n"
              "overhead, a tool list fn(its compact JSON); what fn raises is raised, and a\n"
              "return that is not an int >= 0 raises TypeError or ValueError.\n"
@@ -71,7 +72,9 @@ PyDoc_STRVAR(read_evidence_tool_doc,
              "--\n"
              "\n"
              "The definition of the read_evidence tool, for a request's tool list: OpenAI's\n"
-             "function shape (format='openai') or Anthropic's tool shape ('anthropic').\n"
+             "function shape (format='openai') or Anthropic's tool shape ('anthropic'), as the\n"
+             "core defines it: read by 'ref' ('offset' and 'limit' in lines from 0), or find a\n"
+             "'pattern' in one piece of evidence or the whole session; no argument is required.\n"
              "A new dict on every call.");
 
 PyDoc_STRVAR(raise_status_doc,
@@ -80,6 +83,20 @@ PyDoc_STRVAR(raise_status_doc,
              "\n"
              "Raises the exception ctxkeel raises for status code `code` (testing aid);\n"
              "returns None for CK_OK.");
+
+PyDoc_STRVAR(replay_doc,
+             "_replay($module, /, compactor, messages_json, summarize=None, title=None)\n"
+             "--\n"
+             "\n"
+             "Runs the core's replay of a JSON message list through an _ext.Compactor and\n"
+             "returns (rows, totals, svg); ctxkeel.replay() wraps it.");
+
+PyDoc_STRVAR(cli_main_doc,
+             "_cli_main($module, argv, /)\n"
+             "--\n"
+             "\n"
+             "Runs the ctxkeel command (argv[0] is the program name) and returns its exit\n"
+             "status; it writes to the process's stdout and stderr.");
 
 PyDoc_STRVAR(module_doc,
              "The C core of ctxkeel. Import the public names from the ctxkeel package.");
@@ -127,6 +144,18 @@ static PyMethodDef ck_methods[] = {
         .ml_flags = METH_O,
         .ml_doc = raise_status_doc,
     },
+    {
+        .ml_name = "_replay",
+        .ml_meth = (PyCFunction)(void (*)(void))ck_py_replay,
+        .ml_flags = METH_VARARGS | METH_KEYWORDS,
+        .ml_doc = replay_doc,
+    },
+    {
+        .ml_name = "_cli_main",
+        .ml_meth = ck_py_cli_main,
+        .ml_flags = METH_O,
+        .ml_doc = cli_main_doc,
+    },
     {NULL, NULL, 0, NULL},
 };
 
@@ -137,6 +166,7 @@ static PyMethodDef ck_methods[] = {
 #define CK_PY_STATE_FIELDS(X, st)                                                                  \
     X((st)->Error);                                                                                \
     X((st)->InputError);                                                                           \
+    X((st)->ContextOverflowError);                                                                 \
     X((st)->json_encode);                                                                          \
     X((st)->json_loads);                                                                           \
     X((st)->CompactorType);                                                                        \

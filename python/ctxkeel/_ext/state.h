@@ -11,7 +11,8 @@
  * rules for the two conversions are written down once, in docs/mapping.md.
  *
  * The GIL rule for this module: every function keeps the GIL for its whole run, except the
- * HTTP transfer in http.c. The others all read Python objects (dicts, lists, strs) while they
+ * HTTP transfer in http.c and an evidence search without a backend (compactor.c), which work
+ * on C copies only. The others all read Python objects (dicts, lists, strs) while they
  * work, and the core borrows the UTF-8 buffers of those strs, so there is no stretch of pure C
  * work that could run with the GIL released. Core objects that outlive a call (a Compactor's
  * ck_compactor, a Compaction's ck_compaction and the history it borrows) are owned by a Python
@@ -53,6 +54,7 @@ typedef struct ck_module_state {
     /* Exceptions. */
     PyObject *Error;      /* ctxkeel.Error(Exception) */
     PyObject *InputError; /* ctxkeel.InputError(Error, ValueError) */
+    PyObject *ContextOverflowError; /* ctxkeel.ContextOverflowError(Error): CK_EOVERFLOW */
 
     /* JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode, which gives the same
      * text as json.dumps with those arguments without building an encoder per call. */
@@ -105,17 +107,18 @@ static inline ck_module_state *ck_py_state(PyObject *module) {
 
 /* ---- errors.c ---------------------------------------------------------------------------- */
 
-/* Creates Error and InputError in `st` and adds them and STATUS_CODES to `module`.
+/* Creates Error, InputError and ContextOverflowError in `st` and adds them and STATUS_CODES
+ * to `module`.
  * Returns 0, or -1 with an exception set. */
 int ck_py_errors_init(PyObject *module, ck_module_state *st);
 
-/* The exception class for a status code: InputError for input errors, Error for the rest.
- * Borrowed from `st`. CK_ENOMEM is not handled here (it becomes MemoryError). */
+/* The exception class for a status code: InputError for input errors, ContextOverflowError
+ * for CK_EOVERFLOW, Error for the rest. Borrowed from `st`. CK_ENOMEM is not handled here (it becomes MemoryError). */
 PyObject *ck_py_error_class(const ck_module_state *st, int code);
 
 /*
- * Raises the exception for `code`: MemoryError for CK_ENOMEM, otherwise an Error or InputError
- * whose text is "ctxkeel: <where>: <msg>" (or "ctxkeel: <msg>" without a place) and whose
+ * Raises the exception for `code`: MemoryError for CK_ENOMEM, otherwise one of the class
+ * that ck_py_error_class() names, whose text is "ctxkeel: <where>: <msg>" (or "ctxkeel: <msg>" without a place) and whose
  * attributes are .code (the "CK_E..." name), .index (`index`, or None when it is negative),
  * .where (None when empty) and .offset (None when negative). `msg` NULL means
  * ck_strerror(code). If an exception is already set it becomes the new one's __cause__.
@@ -243,6 +246,8 @@ typedef struct ck_py_host {
     PyObject *awaiter;     /* awaiter(awaitable) -> value, for backend methods that are async */
     PyObject *raise_after; /* an exception to raise when the core call returns */
     PyObject *cause;       /* the last storage failure (an Exception), for chaining */
+    double timeout;        /* seconds an awaitable of the backend may take (backend_timeout) */
+    int timed_out;         /* a backend call of this core call ran out of time */
 } ck_py_host;
 
 /* ck_counter.count, ck_evidence_backend.put and .get over a ck_py_host (the ctx). */
@@ -333,6 +338,8 @@ typedef struct ck_py_http_summarizer {
     ck_http_summarizer *hs;
     ck_http_api api;
     int max_retries;
+    int reasoning_given;    /* reasoning_model as given: 1 True, -1 False, 0 None */
+    int reasoning;          /* what requests send: max_completion_tokens, no temperature */
     PyObject *shown_url;    /* str: base_url with any user:password@ replaced by ***@ */
     PyObject *model;        /* str */
     PyObject *key_env;      /* str: the environment variable read for the key; None: no key */
@@ -347,5 +354,12 @@ typedef struct ck_py_http_summarizer {
 /* Creates the HttpSummarizer and CancelToken types in `st` and adds them to `module`.
  * Returns 0, or -1 with an exception set. */
 int ck_py_http_init(PyObject *module, ck_module_state *st);
+
+/* ---- replay.c ---------------------------------------------------------------------------- */
+
+/* _replay(compactor, messages_json, summarize=None, title=None) -> (rows, totals, svg) and
+ * _cli_main(argv) -> exit status. */
+PyObject *ck_py_replay(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *ck_py_cli_main(PyObject *module, PyObject *arg);
 
 #endif /* CK_PY_STATE_H_ */

@@ -1,0 +1,484 @@
+/* The format layer's driver: the registry of dialects, reading a host list into a history
+ * (detecting the dialect on the way), building a view back into host values, and the helpers
+ * every fmt_<name>.c uses to read and build through the host's reader and builder. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "./alloc.h"
+#include "./fmt.h"
+
+/* ---- names ---- */
+
+static const char *const fmt_key_names[CK_KEY_COUNT] = {
+#define FMT_KEY_NAME(name, text) text,
+    CK_KEY_LIST(FMT_KEY_NAME)
+#undef FMT_KEY_NAME
+};
+
+const char *ck_key_name(ck_key key) {
+    return (unsigned)key < CK_KEY_COUNT ? fmt_key_names[key] : NULL;
+}
+
+/* The registry: one line per dialect. */
+static const ck__fmt *const fmt_all[] = {
+    &ck__fmt_openai,
+    &ck__fmt_anthropic,
+};
+#define FMT_N (sizeof fmt_all / sizeof *fmt_all)
+
+const ck__fmt *ck__fmt_of(ck_format f) {
+    for (size_t i = 0; i < FMT_N; i++)
+        if (fmt_all[i]->format == f) return fmt_all[i];
+    return NULL;
+}
+
+const char *ck_format_name(ck_format format) {
+    static const char *const names[CK_FORMAT_COUNT] = {
+        "auto", "openai", "anthropic", "responses", "gemini", "ai-sdk", "langchain",
+    };
+    return (unsigned)format < CK_FORMAT_COUNT ? names[format] : NULL;
+}
+
+int ck_format_from_name(const char *name, size_t len, ck_format *out) {
+    if (!name || !out) return CK_EINVAL;
+    for (int f = 0; f < CK_FORMAT_COUNT; f++) {
+        const char *n = ck_format_name((ck_format)f);
+        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+            *out = (ck_format)f;
+            return CK_OK;
+        }
+    }
+    if ((len == 6 && memcmp(name, "ai_sdk", 6) == 0) || (len == 5 && memcmp(name, "aisdk", 5) == 0)) {
+        *out = CK_FORMAT_AI_SDK;
+        return CK_OK;
+    }
+    return CK_EINVAL;
+}
+
+/* ---- reading: helpers ---- */
+
+int ck__rd_fail(ck__rd *rd, int code, const char *msg, const char *path, ...) {
+    char tail[96] = "";
+    if (path) {
+        va_list ap;
+        va_start(ap, path);
+        vsnprintf(tail, sizeof tail, path, ap);
+        va_end(ap);
+    }
+    return ck__fail(rd->err, code, msg, rd->index, "messages[%zu]%s", rd->index, tail);
+}
+
+/* A reader status as a failure of the read: the core's own codes name the place; a host's
+ * own status (its exception) passes through. */
+static int fmt_host_fail(ck__rd *rd, int rc) {
+    if (rc == CK_ENOMEM) return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+    if (rd->err && rd->err->code == CK_OK) {
+        rd->err->code = rc;
+        rd->err->index = rd->index;
+    }
+    return rc;
+}
+
+ck_value_kind ck__rd_kind(ck__rd *rd, ck_value v) { return rd->r->kind(rd->r->ctx, v); }
+
+int ck__rd_field(ck__rd *rd, ck_value obj, ck_key key, ck_value *out) {
+    out->ptr = NULL;
+    out->aux = 0;
+    int rc = rd->r->field(rd->r->ctx, obj, key, out);
+    if (rc < 0) return fmt_host_fail(rd, rc);
+    return rc > 0 && ck__rd_kind(rd, *out) != CK_VALUE_ABSENT;
+}
+
+int ck__rd_count(ck__rd *rd, ck_value arr, size_t *n) {
+    int rc = rd->r->count(rd->r->ctx, arr, n);
+    return rc < 0 ? fmt_host_fail(rd, rc) : CK_OK;
+}
+
+int ck__rd_item(ck__rd *rd, ck_value arr, size_t i, ck_value *out) {
+    int rc = rd->r->item(rd->r->ctx, arr, i, out);
+    return rc < 0 ? fmt_host_fail(rd, rc) : CK_OK;
+}
+
+int ck__rd_string(ck__rd *rd, ck_value v, const char **s, size_t *len, const char *path) {
+    if (ck__rd_kind(rd, v) != CK_VALUE_STRING)
+        return ck__rd_fail(rd, CK_ETYPE, "expected a string", "%s", path);
+    int rc = rd->r->string(rd->r->ctx, v, s, len);
+    if (rc < 0) return fmt_host_fail(rd, rc);
+    if (!*s) *s = "";
+    return CK_OK;
+}
+
+int ck__rd_need_string(ck__rd *rd, ck_value obj, ck_key key, const char **s, size_t *len,
+                       const char *path) {
+    ck_value v;
+    int got = ck__rd_field(rd, obj, key, &v);
+    if (got < 0) return got;
+    if (!got) return ck__rd_fail(rd, CK_EMISSING, "required field is missing", "%s", path);
+    return ck__rd_string(rd, v, s, len, path);
+}
+
+int ck__rd_opt_string(ck__rd *rd, ck_value obj, ck_key key, const char **s, size_t *len,
+                      const char *path) {
+    ck_value v;
+    *s = "";
+    *len = 0;
+    int got = ck__rd_field(rd, obj, key, &v);
+    if (got <= 0) return got;
+    if (ck__rd_kind(rd, v) == CK_VALUE_NULL) return CK_OK;
+    return ck__rd_string(rd, v, s, len, path);
+}
+
+int ck__rd_text_or_json(ck__rd *rd, ck_value v, const char **s, size_t *len, const char *path) {
+    ck_value_kind k = ck__rd_kind(rd, v);
+    if (k == CK_VALUE_STRING) return ck__rd_string(rd, v, s, len, path);
+    if (k == CK_VALUE_ABSENT || k == CK_VALUE_NULL) {
+        *s = "";
+        *len = 0;
+        return CK_OK;
+    }
+    int rc = rd->r->json(rd->r->ctx, v, s, len);
+    if (rc < 0) return fmt_host_fail(rd, rc);
+    if (!*s) *s = "";
+    return CK_OK;
+}
+
+int ck__rd_true(ck__rd *rd, ck_value obj, ck_key key) {
+    ck_value v;
+    int b = 0;
+    if (ck__rd_field(rd, obj, key, &v) <= 0 || ck__rd_kind(rd, v) != CK_VALUE_BOOL) return 0;
+    return rd->r->boolean(rd->r->ctx, v, &b) == CK_OK && b;
+}
+
+int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit) {
+    ck_value v;
+    const char *s;
+    size_t len;
+    if (ck__rd_field(rd, obj, key, &v) <= 0 || ck__rd_kind(rd, v) != CK_VALUE_STRING) return 0;
+    if (rd->r->string(rd->r->ctx, v, &s, &len) != CK_OK || !s) return 0;
+    return len == strlen(lit) && memcmp(s, lit, len) == 0;
+}
+
+int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags) {
+    ck_history *h = rd->h;
+    int rc = ck_history_add_message(h, role, flags);
+    if (rc) return ck__fail(rd->err, rc, NULL, rd->index, "messages[%zu]", rd->index);
+    if (ck__grow((void **)&h->msg_values, &h->cap_msg_values, h->n_msgs, sizeof *h->msg_values))
+        return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+    h->msg_values[h->n_msgs - 1] = msg;
+    return CK_OK;
+}
+
+int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc) {
+    ck_value_kind kind = ck__rd_kind(rd, item);
+    if (kind == CK_VALUE_OBJECT) return 0;
+    char where[64];
+    snprintf(where, sizeof where, ".content[%zu]", k);
+    if (kind != CK_VALUE_STRING) {
+        *rc = ck__rd_fail(rd, CK_ETYPE, "expected an object", "%s", where);
+        return 1;
+    }
+    p->kind = CK_PART_TEXT;
+    *rc = ck__rd_string(rd, item, &p->text, &p->text_len, where);
+    if (!*rc) *rc = ck__rd_part(rd, p, item);
+    return 1;
+}
+
+int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item) {
+    ck_history *h = rd->h;
+    int rc = ck_history_add_part(h, p, rd->err);
+    if (rc) {
+        /* add_part names the field of the part ("messages[3].text"); say which message. */
+        if (rd->err) rd->err->index = rd->index;
+        return rc;
+    }
+    if (ck__grow((void **)&h->part_values, &h->cap_part_values, h->n_parts,
+                 sizeof *h->part_values)) {
+        h->msgs[h->n_msgs - 1].n_parts--;
+        h->n_parts--;
+        return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+    }
+    h->part_values[h->n_parts - 1] = item;
+    return CK_OK;
+}
+
+int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *len,
+                       const char *path) {
+    *out = "";
+    *len = 0;
+    ck_value_kind k = ck__rd_kind(rd, content);
+    if (k == CK_VALUE_ABSENT || k == CK_VALUE_NULL) return CK_OK;
+    if (k == CK_VALUE_STRING) return ck__rd_string(rd, content, out, len, path);
+    if (k != CK_VALUE_ARRAY) return ck__rd_fail(rd, CK_ETYPE, "expected a string or a list", "%s", path);
+    size_t n;
+    int rc = ck__rd_count(rd, content, &n);
+    if (rc) return rc;
+    /* Two passes over the items: measure, then copy into the history's storage. */
+    const char **texts = n ? ck__calloc(n, sizeof *texts) : NULL;
+    size_t *lens = n ? ck__calloc(n, sizeof *lens) : NULL;
+    if (n && (!texts || !lens)) {
+        ck__free(texts);
+        ck__free(lens);
+        return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+    }
+    size_t total = 0, found = 0;
+    for (size_t j = 0; j < n && !rc; j++) {
+        ck_value item, text;
+        char where[64];
+        if ((rc = ck__rd_item(rd, content, j, &item))) break;
+        if (ck__rd_kind(rd, item) == CK_VALUE_STRING) {
+            snprintf(where, sizeof where, "%s[%zu]", path, j);
+            rc = ck__rd_string(rd, item, &texts[j], &lens[j], where);
+        } else if (ck__rd_kind(rd, item) == CK_VALUE_OBJECT) {
+            int got = ck__rd_field(rd, item, CK_KEY_TEXT, &text);
+            if (got < 0) rc = got;
+            else if (got && ck__rd_kind(rd, text) != CK_VALUE_NULL) {
+                snprintf(where, sizeof where, "%s[%zu].text", path, j);
+                rc = ck__rd_string(rd, text, &texts[j], &lens[j], where);
+            }
+        }
+        if (!rc && texts[j]) {
+            total += lens[j] + (found ? 1 : 0);
+            found++;
+        }
+    }
+    if (!rc && found == 1) {
+        for (size_t j = 0; j < n; j++)
+            if (texts[j]) {
+                *out = texts[j];
+                *len = lens[j];
+            }
+    } else if (!rc && found > 1) {
+        char *buf = ck_history_alloc(rd->h, total + 1);
+        if (!buf) rc = ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+        size_t at = 0;
+        for (size_t j = 0; buf && j < n; j++) {
+            if (!texts[j]) continue;
+            if (at) buf[at++] = '\n';
+            memcpy(buf + at, texts[j], lens[j]);
+            at += lens[j];
+        }
+        if (buf) {
+            buf[at] = '\0';
+            *out = buf;
+            *len = at;
+        }
+    }
+    ck__free(texts);
+    ck__free(lens);
+    return rc;
+}
+
+ck_role ck__role_of(const char *s, size_t len) {
+    static const char *const names[] = {"system", "developer", "user", "assistant", "tool"};
+    for (int r = 0; r < 5; r++)
+        if (strlen(names[r]) == len && memcmp(s, names[r], len) == 0) return (ck_role)r;
+    return CK_ROLE_OTHER;
+}
+
+const char *ck__role_name(ck_role r) {
+    static const char *const names[] = {"system", "developer", "user", "assistant", "tool"};
+    return (unsigned)r < 5 ? names[r] : "user";
+}
+
+/* ---- reading: the driver ---- */
+
+int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, size_t from,
+                    ck_format format, ck_format *format_out, ck_error *err) {
+    ck__error_clear(err);
+    if (!h || !reader || !reader->kind || !reader->field || !reader->count || !reader->item ||
+        !reader->string || !reader->boolean || !reader->json || (unsigned)format >= CK_FORMAT_COUNT)
+        return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    if (from != h->n_msgs)
+        return ck__fail(err, CK_EINVAL, "`from` must be the number of messages read", CK_NONE,
+                        "from");
+    if (format != CK_FORMAT_AUTO && !ck__fmt_of(format))
+        return ck__fail(err, CK_EINVAL, "this format cannot be read yet", CK_NONE, "format");
+    ck__rd rd = {reader, h, 0, err};
+    if (reader->kind(reader->ctx, list) != CK_VALUE_ARRAY)
+        return ck__fail(err, CK_ETYPE, "expected a message list", CK_NONE, "messages");
+    size_t n;
+    int rc = reader->count(reader->ctx, list, &n);
+    if (rc < 0) return fmt_host_fail(&rd, rc);
+    if (format != CK_FORMAT_AUTO) {
+        if (h->dialect != CK_FORMAT_AUTO && h->dialect != format)
+            return ck__fail(err, CK_EFORMAT, "the history was read in another format", CK_NONE,
+                            NULL);
+        h->dialect = format;
+        h->dialect_decided = 1;
+    }
+    for (size_t i = from; i < n; i++) {
+        rd.index = i;
+        ck_value msg;
+        if ((rc = ck__rd_item(&rd, list, i, &msg))) return rc;
+        if (!h->dialect_decided) {
+            /* The first message only one dialect writes decides; until then the messages are
+             * the kind every chat dialect shares, and read alike in any of them. */
+            const ck__fmt *best = NULL;
+            int best_score = 0;
+            for (size_t d = 0; d < FMT_N; d++) {
+                int score = fmt_all[d]->detect(&rd, msg);
+                if (score > best_score) {
+                    best = fmt_all[d];
+                    best_score = score;
+                }
+            }
+            if (best_score == 2) {
+                h->dialect = best->format;
+                h->dialect_decided = 1;
+            } else if (h->dialect == CK_FORMAT_AUTO) {
+                h->dialect = best ? best->format : CK_FORMAT_OPENAI;
+            }
+        } else {
+            /* A message that only another dialect writes is a mistake worth naming. */
+            const ck__fmt *own = ck__fmt_of(h->dialect);
+            if (own->detect(&rd, msg) == 0) {
+                for (size_t d = 0; d < FMT_N; d++) {
+                    if (fmt_all[d] == own || fmt_all[d]->detect(&rd, msg) < 2) continue;
+                    return ck__fail(err, CK_EFORMAT, "a message of another format", i,
+                                    "messages[%zu] (%s, not %s)", i, fmt_all[d]->name,
+                                    own->name);
+                }
+            }
+        }
+        if ((rc = ck__fmt_of(h->dialect)->read(&rd, msg))) {
+            ck_history_truncate(h, i);
+            return rc;
+        }
+    }
+    if (h->dialect == CK_FORMAT_AUTO) h->dialect = CK_FORMAT_OPENAI;
+    if (format_out) *format_out = h->dialect;
+    return CK_OK;
+}
+
+/* ---- building ---- */
+
+ck_value ck__wr_msg_value(const ck__wr *w, size_t i) { return w->h->msg_values[i]; }
+
+ck_value ck__wr_part_value(const ck__wr *w, size_t msg, size_t part) {
+    return w->h->part_values[w->h->msgs[msg].first_part + part];
+}
+
+void ck__wr_drop(ck__wr *w, ck_value v) {
+    if (v.ptr && w->b->drop) w->b->drop(w->b->ctx, v);
+}
+
+int ck__wr_string(ck__wr *w, const char *s, size_t len, ck_value *out) {
+    out->ptr = NULL;
+    return w->b->string(w->b->ctx, s ? s : "", s ? len : 0, out);
+}
+
+int ck__wr_set(ck__wr *w, ck_value obj, ck_key key, ck_value v) {
+    return w->b->set(w->b->ctx, obj, key, v);
+}
+
+int ck__wr_set_string(ck__wr *w, ck_value obj, ck_key key, const char *s, size_t len) {
+    ck_value v;
+    int rc = ck__wr_string(w, s, len, &v);
+    return rc ? rc : ck__wr_set(w, obj, key, v);
+}
+
+int ck__wr_push(ck__wr *w, ck_value arr, ck_value v) { return w->b->push(w->b->ctx, arr, v); }
+
+int ck__wr_ref(ck__wr *w, ck_value v, ck_value *out) {
+    out->ptr = NULL;
+    return w->b->ref(w->b->ctx, v, out);
+}
+
+int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
+                         const char *text, size_t len, ck_value *out) {
+    int rc;
+    out->ptr = NULL;
+    if (item.ptr) {
+        rc = w->b->copy(w->b->ctx, item, out);
+    } else {
+        rc = w->b->object(w->b->ctx, out);
+        if (!rc && type) rc = ck__wr_set_string(w, *out, CK_KEY_TYPE, type, strlen(type));
+    }
+    if (!rc) rc = ck__wr_set_string(w, *out, key, text, len);
+    if (rc) {
+        ck__wr_drop(w, *out);
+        out->ptr = NULL;
+    }
+    return rc;
+}
+
+int ck_view_build(const ck_view *view, const ck_history *h, const ck_host_builder *b,
+                  ck_value *out, ck_error *err) {
+    ck__error_clear(err);
+    if (!view || !h || !b || !out || !b->object || !b->array || !b->string || !b->boolean ||
+        !b->json || !b->set || !b->push || !b->copy || !b->ref || !b->unset)
+        return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    const ck__fmt *f = ck__fmt_of(h->dialect);
+    if (!f || (h->n_msgs && !h->msg_values))
+        return ck__fail(err, CK_EINVAL, "the history was not read with ck_history_read()",
+                        CK_NONE, NULL);
+    ck__wr w = {b, h};
+    ck_value list;
+    int rc = b->array(b->ctx, &list);
+    if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
+    size_t n = ck_view_count(view);
+    for (size_t i = 0; i < n && !rc; i++) {
+        ck_out_msg m;
+        ck_value v = {NULL, 0};
+        if ((rc = ck_view_get(view, i, &m))) break;
+        rc = m.op == CK_OP_KEEP ? ck__wr_ref(&w, h->msg_values[m.src], &v) : f->write(&w, &m, &v);
+        if (!rc) rc = ck__wr_push(&w, list, v);
+    }
+    if (rc) {
+        ck__wr_drop(&w, list);
+        return ck__fail(err, rc, NULL, CK_NONE, NULL);
+    }
+    *out = list;
+    return CK_OK;
+}
+
+int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path) {
+    if (ck__rd_kind(rd, content) != CK_VALUE_ARRAY) return CK_OK;
+    size_t n;
+    int rc = ck__rd_count(rd, content, &n);
+    for (size_t j = 0; j < n && !rc; j++) {
+        ck_value item, type;
+        if ((rc = ck__rd_item(rd, content, j, &item))) break;
+        if (ck__rd_kind(rd, item) != CK_VALUE_OBJECT) continue;
+        int got = ck__rd_field(rd, item, CK_KEY_TYPE, &type);
+        if (got < 0) return got;
+        if (ck__rd_is(rd, item, CK_KEY_TYPE, "text")) continue;
+        ck_part p;
+        memset(&p, 0, sizeof p);
+        p.kind = ck__rd_is(rd, item, CK_KEY_TYPE, "image") ||
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "image_url")
+                     ? CK_PART_IMAGE
+                     : CK_PART_OTHER;
+        p.flags = CK_PART_ATTACHED;
+        p.host = (uint32_t)j;
+        (void)path;
+        rc = ck__rd_part(rd, &p, item);
+    }
+    return rc;
+}
+
+int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
+                          ck_value *out) {
+    const ck_history *h = w->h;
+    const ck_part *parts = ck__msg_parts(h, msg);
+    size_t n = h->msgs[msg].n_parts, attached = 0;
+    while (part + 1 + attached < n && (parts[part + 1 + attached].flags & CK_PART_ATTACHED))
+        attached++;
+    if (!attached) return ck__wr_string(w, text, len, out);
+    ck_value list, item;
+    int rc = w->b->array(w->b->ctx, &list);
+    if (rc) return rc;
+    rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", text, len, &item);
+    if (!rc) rc = ck__wr_push(w, list, item);
+    for (size_t k = 0; k < attached && !rc; k++) {
+        rc = ck__wr_ref(w, ck__wr_part_value(w, msg, part + 1 + k), &item);
+        if (!rc) rc = ck__wr_push(w, list, item);
+    }
+    if (rc) {
+        ck__wr_drop(w, list);
+        return rc;
+    }
+    *out = list;
+    return CK_OK;
+}

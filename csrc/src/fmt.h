@@ -1,0 +1,148 @@
+/* Private: the dialect ABI. Every message format the core speaks is one descriptor, in one
+ * file fmt_<name>.c, that owns everything dialect-specific: how a host message reads into
+ * parts (through the host reader), how an edited or new message is built back (through the
+ * host builder), how calls pair with results, and how the dialect is recognized. The core
+ * above this layer sees only parts and the descriptor's pairing rules; a binding sees only
+ * the reader and builder it implements. A new dialect is one file and one line in fmt.c's
+ * registry. */
+#ifndef CK_FMT_H_
+#define CK_FMT_H_
+
+#include "ctxkeel.h"
+
+#include "./buf.h"
+#include "./internal.h"
+
+/* ---- reading ---- */
+
+/* One read in progress: the host's reader, the history being filled, the message being read
+ * (index and value), and where errors go. */
+typedef struct ck__rd {
+    const ck_host_reader *r;
+    ck_history *h;
+    size_t index;
+    ck_error *err;
+} ck__rd;
+
+ck_value_kind ck__rd_kind(ck__rd *rd, ck_value v);
+/* 1 present, 0 absent (or null, when `null_absent`), < 0 an error. */
+int ck__rd_field(ck__rd *rd, ck_value obj, ck_key key, ck_value *out);
+int ck__rd_count(ck__rd *rd, ck_value arr, size_t *n);
+int ck__rd_item(ck__rd *rd, ck_value arr, size_t i, ck_value *out);
+
+/* The places errors name: "messages[<index>]" followed by `path` (printf-style, may be NULL). */
+int ck__rd_fail(ck__rd *rd, int code, const char *msg, const char *path, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* The string value v (CK_ETYPE naming `path` when it is not one). */
+int ck__rd_string(ck__rd *rd, ck_value v, const char **s, size_t *len, const char *path);
+/* A required string field: CK_EMISSING / CK_ETYPE naming `path`. */
+int ck__rd_need_string(ck__rd *rd, ck_value obj, ck_key key, const char **s, size_t *len,
+                       const char *path);
+/* An optional string field: *s = "" and *len = 0 when absent or null; CK_ETYPE when it is
+ * something else. */
+int ck__rd_opt_string(ck__rd *rd, ck_value obj, ck_key key, const char **s, size_t *len,
+                      const char *path);
+/* A string, or any other value as its compact JSON (arguments, inputs). */
+int ck__rd_text_or_json(ck__rd *rd, ck_value v, const char **s, size_t *len, const char *path);
+/* True when field `key` of obj is the boolean true. */
+int ck__rd_true(ck__rd *rd, ck_value obj, ck_key key);
+/* True when string field `key` of obj equals `lit`. */
+int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit);
+
+/* Starts message rd->index with its host value; parts follow with ck__rd_part(). */
+int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags);
+/* Appends a part read from host value `item` (an ABSENT value when the part has none). */
+int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item);
+/* Reads item k of a content list when it is a bare string (a text part, added) or anything
+ * but an object (an error naming .content[k]): returns 1 then, with the result in *rc;
+ * returns 0 for an object, left to the dialect. `p` is the part to fill, host set. */
+int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc);
+
+/* The text of a content that may be a string or a list of items with "text" (joined by
+ * newlines, other items skipped); `path` names the content for errors. The joined text lives
+ * in the history's storage. */
+int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *len,
+                       const char *path);
+
+/* Appends, after a tool result part, a CK_PART_ATTACHED part for every item of its content
+ * list that is not text (an image, a document), so that they travel with the result and
+ * survive its text being replaced. */
+int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path);
+
+/* ck_role of a role string. */
+ck_role ck__role_of(const char *s, size_t len);
+/* The role string of a ck_role in the Chat Completions family ("user"...; OTHER: "user"). */
+const char *ck__role_name(ck_role r);
+
+/* ---- writing ---- */
+
+typedef struct ck__wr {
+    const ck_host_builder *b;
+    const ck_history *h;
+} ck__wr;
+
+/* The host value message i / part g of the history was read from. */
+ck_value ck__wr_msg_value(const ck__wr *w, size_t i);
+ck_value ck__wr_part_value(const ck__wr *w, size_t msg, size_t part);
+
+/* Builder calls that also release what they were given on failure, so a writer can chain
+ * them and check once: each returns CK_OK or the failure. */
+int ck__wr_string(ck__wr *w, const char *s, size_t len, ck_value *out);
+int ck__wr_set_string(ck__wr *w, ck_value obj, ck_key key, const char *s, size_t len);
+int ck__wr_set(ck__wr *w, ck_value obj, ck_key key, ck_value v);
+int ck__wr_push(ck__wr *w, ck_value arr, ck_value v);
+int ck__wr_ref(ck__wr *w, ck_value v, ck_value *out);
+void ck__wr_drop(ck__wr *w, ck_value v);
+
+/* A content item whose text field `key` is replaced: a copy of item (when it is an object)
+ * with `key` set to the text; else a new {"type": type, key: text}. */
+int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
+                         const char *text, size_t len, ck_value *out);
+
+/* Builds the content of a tool result whose text was replaced: the text alone (a string)
+ * when nothing is attached, else a list of a text item and the attached items (message
+ * `msg`, parts after `part`). */
+int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
+                          ck_value *out);
+
+/* ck_part.host for parts a dialect read: where in the message the part's value stands. */
+#define CK__HOST_WHOLE 0xFFFFFFu   /* the message's whole content (a string) */
+#define CK__HOST_CALL (1u << 24)   /* | j: item j of the message's list of tool calls */
+/* (otherwise: the index of the item in the message's content list) */
+
+/* ---- the descriptor ---- */
+
+/* ck__fmt.pairing */
+#define CK__PAIR_NEXT_MESSAGE 1u /* results stand in the message right after their call's,
+                                    before any other content there (Anthropic, Gemini); else
+                                    in result messages right after it (Chat Completions) */
+#define CK__PAIR_IDS_UNIQUE 2u   /* a call id may be used once in the whole request */
+#define CK__PAIR_ANY_LATER 4u    /* results may stand anywhere after their call (items) */
+#define CK__PAIR_RESULT_NAMED 8u /* a result names its tool (a stub made for a call carries
+                                    the call's name; elsewhere it would be counted, unwritten) */
+
+typedef struct ck__fmt {
+    ck_format format;
+    const char *name;
+    /* How sure the dialect is that `msg` is one of its own: 0 it is not, 1 it could be (a
+     * plain text message every chat dialect shares), 2 only this dialect writes it. */
+    int (*detect)(ck__rd *rd, ck_value msg);
+    /* Reads message rd->index (value `msg`) into rd->h. */
+    int (*read)(ck__rd *rd, ck_value msg);
+    /* Builds output message m (EDIT or NEW) into *out. */
+    int (*write)(ck__wr *w, const ck_out_msg *m, ck_value *out);
+    unsigned pairing;   /* CK__PAIR_* */
+    ck_role result_role; /* the role of the messages that carry results */
+} ck__fmt;
+
+/* The descriptor of a format (AUTO and bad values: NULL). */
+const ck__fmt *ck__fmt_of(ck_format f);
+
+extern const ck__fmt ck__fmt_openai;
+extern const ck__fmt ck__fmt_anthropic;
+
+#endif

@@ -1,0 +1,323 @@
+/* The shared format cases (tests/data/formats/README.md), run through the C API: every
+ * case file of every dialect, read, checked, repaired and compacted, each output compared with
+ * the JSON the case writes down and checked again against the dialect's pairing rules. The
+ * Python and Node suites run the same files through their bindings. */
+#include <dirent.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+#include "../../csrc/src/json.h"
+
+static const char *formats_dir(void) {
+    const char *d = getenv("CK_FORMATS");
+    return d && *d ? d : "tests/data/formats";
+}
+
+/* The compact JSON text of a value of the case document. Release with ck__free. */
+static char *formats_text(const ck__jval *v) {
+    ck__buf b;
+    ck__buf_init(&b);
+    ck__jwriter w;
+    ck__jw_init(&w, &b, 0);
+    ck__jw_value(&w, v);
+    return ck__buf_take(&b, NULL);
+}
+
+/* Whether JSON text `got` is the same JSON as `want`; prints both when it is not. */
+static int formats_same(const char *file, const char *what, const char *got, const ck__jval *want) {
+    ck_error err;
+    ck__jread_options o = {0, 0};
+    ck__jdoc *d = got ? ck__jread(got, strlen(got), o, &err) : NULL;
+    int same = d && ck__jequal(ck__jdoc_root(d), want) == 1;
+    if (!same) {
+        char *w = formats_text(want);
+        fprintf(stderr, "%s: %s differs\n  want: %s\n  got:  %s\n", file, what, w ? w : "?",
+                got ? got : "(nothing)");
+        ck_free(w);
+    }
+    ck__jdoc_free(d);
+    return same;
+}
+
+/* The pairing violations of a history as the case spells them. */
+static char *formats_check(ck_history *h, ck_format f, ck_error *err) {
+    ck_pair_violation *v = NULL;
+    size_t n = 0;
+    if (ck_check_pairs(h, f, &v, &n, err) != CK_OK) return NULL;
+    ck__buf b;
+    ck__buf_init(&b);
+    ck__jwriter w;
+    ck__jw_init(&w, &b, 0);
+    ck__jw_begin_array(&w);
+    for (size_t i = 0; i < n; i++) {
+        ck__jw_begin_object(&w);
+        ck__jw_keys(&w, "index");
+        ck__jw_u64(&w, v[i].index);
+        ck__jw_keys(&w, "part");
+        ck__jw_u64(&w, v[i].part);
+        ck__jw_keys(&w, "kind");
+        ck__jw_strings(&w, ck_pair_issue_name(v[i].kind));
+        ck__jw_keys(&w, "id");
+        ck__jw_string(&w, v[i].id, v[i].id_len);
+        ck__jw_end_object(&w);
+    }
+    ck__jw_end_array(&w);
+    ck_free(v);
+    return ck__buf_take(&b, NULL);
+}
+
+/* Output JSON text `json`, read again in dialect f, has no pairing violation. */
+static int formats_clean(const char *file, const char *what, const char *json, ck_format f) {
+    ck_error err;
+    ck_history *h = json ? ck_json_read_as(json, strlen(json), f, &err) : NULL;
+    size_t n = 1;
+    ck_pair_violation *v = NULL;
+    if (h && ck_check_pairs(h, f, &v, &n, &err) == CK_OK && n == 0) {
+        ck_history_free(h);
+        return 1;
+    }
+    fprintf(stderr, "%s: the %s breaks %s's pairing rules (%zu violations%s%s)\n", file, what,
+            ck_format_name(f), h ? n : 0, h ? "" : ": it does not even read: ",
+            h ? "" : (err.msg ? err.msg : ck_strerror(err.code)));
+    ck_free(v);
+    ck_history_free(h);
+    return 0;
+}
+
+static int formats_format(const ck__jval *c, const char *key, ck_format *out) {
+    size_t len;
+    const char *name = ck__jstr(ck__jgets(c, key), &len);
+    return name && ck_format_from_name(name, len, out) == CK_OK ? 0 : -1;
+}
+
+/* The case's options over the defaults; -1 for an option this runner does not know. */
+static int formats_options(const char *file, const ck__jval *opts, ck_compactor_options *o) {
+    memset(o, 0, sizeof *o);
+    o->session_id = "case";
+    o->store_dir = "st";
+    for (size_t i = 0; opts && i < ck__jcount(opts); i++) {
+        const ck__jmember *m = ck__jmember_at(opts, i);
+        const ck__jval *v = &m->value;
+        uint64_t u = 0;
+        double d = 0;
+        int is_u = ck__ju64(v, &u) == 1, is_d = ck__jdouble(v, &d) == 1;
+#define U_OPT(name)                                                                           \
+    if (m->key_len == strlen(#name) && memcmp(m->key, #name, m->key_len) == 0 && is_u) {                                                 \
+        o->name = (__typeof__(o->name))u;                                                     \
+        continue;                                                                             \
+    }
+#define D_OPT(name)                                                                           \
+    if (m->key_len == strlen(#name) && memcmp(m->key, #name, m->key_len) == 0 && is_d) {                                                 \
+        o->name = d;                                                                          \
+        continue;                                                                             \
+    }
+        U_OPT(context_window)
+        U_OPT(keep_tail)
+        U_OPT(keep_tail_tokens)
+        U_OPT(offload_threshold)
+        U_OPT(tool_offload_threshold)
+        U_OPT(summary_max_tokens)
+        D_OPT(warn)
+        D_OPT(soft)
+        D_OPT(full)
+        D_OPT(emergency)
+        D_OPT(target)
+#undef U_OPT
+#undef D_OPT
+        if (m->key_len == 9 && memcmp(m->key, "estimator", 9) == 0) {
+            size_t len;
+            const char *name = ck__jstr(v, &len);
+            int found = 0;
+            for (int e = 0; name && ck_estimator_name((ck_estimator)e); e++)
+                if (strlen(ck_estimator_name((ck_estimator)e)) == len &&
+                    memcmp(ck_estimator_name((ck_estimator)e), name, len) == 0) {
+                    o->estimator = (ck_estimator)e;
+                    found = 1;
+                }
+            if (found) continue;
+        }
+        fprintf(stderr, "%s: option %s is not known to the runner (or has the wrong type)\n",
+                file, m->key);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs `compact` of a case in a fresh empty folder (the store is "st" inside it). */
+static char *formats_compact(const char *file, ck_history *h, const ck__jval *spec,
+                             ck_error *err) {
+    ck_compactor_options o;
+    if (formats_options(file, ck__jgets(spec, "options"), &o)) return NULL;
+    char cwd[PATH_MAX], tmp[] = "/tmp/ck-formats-XXXXXX";
+    if (!getcwd(cwd, sizeof cwd) || !mkdtemp(tmp) || chdir(tmp) != 0) return NULL;
+    char *json = NULL;
+    ck_compactor *k = ck_compactor_new(&o, err);
+    ck_compaction *c = NULL;
+    if (k && ck_compactor_compact(k, h, 0, NULL, NULL, &c, err) == CK_OK)
+        json = ck_json_write(h, ck_compaction_view(c), CK_FORMAT_AUTO, 0, err);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    if (chdir(cwd) != 0) fprintf(stderr, "cannot go back to %s\n", cwd);
+    char rm[sizeof tmp + 16];
+    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return json;
+}
+
+static void formats_error_is(const char *file, const ck_error *err, const ck__jval *want) {
+    size_t cl, wl;
+    const char *code = ck__jstr(ck__jgets(want, "code"), &cl);
+    const char *where = ck__jstr(ck__jgets(want, "where"), &wl);
+    const char *name = ck_err_name(err->code);
+    /* The case names the code without the CK_ prefix. */
+    if (name && strncmp(name, "CK_", 3) == 0) name += 3;
+    int ok = code && name && strlen(name) == cl && memcmp(name, code, cl) == 0;
+    if (where) ok = ok && strlen(err->where) == wl && memcmp(err->where, where, wl) == 0;
+    if (!ok)
+        fprintf(stderr, "%s: error %s at \"%s\" (%s); the case wants %.*s at \"%.*s\"\n", file,
+                name ? name : "?", err->where, err->msg ? err->msg : "", (int)cl,
+                code ? code : "", (int)wl, where ? where : "");
+    OK(ok);
+}
+
+static void formats_case(const char *path, const char *dialect) {
+    size_t len = 0;
+    char *text = h_read_file(path, &len);
+    OK(text != NULL);
+    if (!text) return;
+    ck_error err;
+    ck__jread_options ro = {0, 0};
+    ck__jdoc *doc = ck__jread(text, len, ro, &err);
+    OK(doc != NULL);
+    const ck__jval *c = doc ? ck__jdoc_root(doc) : NULL;
+    const ck__jval *input = c ? ck__jgets(c, "input") : NULL;
+    ck_format f = CK_FORMAT_AUTO, detected = CK_FORMAT_AUTO;
+    OK(input != NULL && formats_format(c, "format", &f) == 0);
+    if (!input || formats_format(c, "format", &f)) {
+        fprintf(stderr, "%s: a case needs \"format\" and \"input\"\n", path);
+        ck__jdoc_free(doc);
+        free(text);
+        return;
+    }
+    char *in = formats_text(input);
+    ck_history *h = ck_json_read_as(in, strlen(in), f, &err);
+    const ck__jval *want_error = ck__jgets(c, "error");
+    if (want_error) {
+        OK(h == NULL);
+        if (!h) formats_error_is(path, &err, want_error);
+        goto done;
+    }
+    OK(h != NULL);
+    if (!h) {
+        fprintf(stderr, "%s: does not read: %s at %s\n", path, err.msg ? err.msg : "", err.where);
+        goto done;
+    }
+    ck_format used = ck_history_dialect(h);
+    OK(strcmp(ck_format_name(used), dialect) == 0);
+    if (ck__jgets(c, "detected")) {
+        OK(formats_format(c, "detected", &detected) == 0);
+        ck_history *a = ck_json_read_as(in, strlen(in), CK_FORMAT_AUTO, &err);
+        OK(a != NULL);
+        if (a && ck_history_dialect(a) != detected)
+            fprintf(stderr, "%s: auto detects %s\n", path, ck_format_name(ck_history_dialect(a)));
+        if (a) INT_EQ(ck_history_dialect(a), detected);
+        ck_history_free(a);
+    }
+    const ck__jval *check = ck__jgets(c, "check");
+    if (check) {
+        char *got = formats_check(h, used, &err);
+        OK(formats_same(path, "check", got, check));
+        ck_free(got);
+    }
+    /* Repair: the case's list, or the input itself when nothing is wrong. */
+    const ck__jval *repair = ck__jgets(c, "repair");
+    if (!repair && check && ck__jcount(check) == 0) repair = input;
+    if (repair) {
+        ck_view *v = NULL;
+        char *got = NULL;
+        if (ck_repair_pairs(h, used, &v, &err) == CK_OK)
+            got = ck_json_write(h, v, used, 0, &err);
+        OK(formats_same(path, "repair", got, repair));
+        OK(formats_clean(path, "repair", got, used));
+        ck_view_free(v);
+        ck_free(got);
+    }
+    const ck__jval *compact = ck__jgets(c, "compact");
+    if (compact) {
+        char *got = formats_compact(path, h, compact, &err);
+        const ck__jval *view = ck__jgets(compact, "view");
+        OK(view != NULL);
+        if (!got)
+            fprintf(stderr, "%s: compact failed: %s at %s\n", path, err.msg ? err.msg : "",
+                    err.where);
+        if (view) OK(formats_same(path, "compact view", got, view));
+        OK(formats_clean(path, "compact view", got, used));
+        ck_free(got);
+    }
+done:
+    ck_history_free(h);
+    ck_free(in);
+    ck__jdoc_free(doc);
+    free(text);
+}
+
+static int formats_name_order(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in folder `dir` that end with `suffix` (or every entry but dot files), sorted. */
+static size_t formats_list(const char *dir, const char *suffix, char ***out) {
+    DIR *d = opendir(dir);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name), sl = suffix ? strlen(suffix) : 0;
+        if (e->d_name[0] == '.') continue;
+        if (suffix && (l <= sl || strcmp(e->d_name + l - sl, suffix) != 0)) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            names = realloc(names, cap * sizeof *names);
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    if (d) closedir(d);
+    if (n) qsort(names, n, sizeof *names, formats_name_order);
+    *out = names;
+    return n;
+}
+
+TEST(every_case_of_every_dialect) {
+    char **dialects = NULL;
+    size_t nd = formats_list(formats_dir(), NULL, &dialects), cases = 0;
+    for (size_t i = 0; i < nd; i++) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/%s", formats_dir(), dialects[i]);
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            free(dialects[i]);
+            continue;
+        }
+        ck_format f;
+        /* A folder is named for its dialect. */
+        OK(ck_format_from_name(dialects[i], strlen(dialects[i]), &f) == CK_OK);
+        char **files = NULL;
+        size_t nf = formats_list(dir, ".json", &files);
+        for (size_t j = 0; j < nf; j++) {
+            char path[2 * PATH_MAX + 2];
+            snprintf(path, sizeof path, "%s/%s", dir, files[j]);
+            formats_case(path, dialects[i]);
+            cases++;
+            free(files[j]);
+        }
+        free(files);
+        free(dialects[i]);
+    }
+    free(dialects);
+    printf("test_formats: %zu cases\n", cases);
+    /* A runner that finds nothing tests nothing. */
+    OK(cases >= 2);
+}
+
+HARNESS_MAIN(RUN(every_case_of_every_dialect))
