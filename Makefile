@@ -277,6 +277,11 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	  $$run none $(BENCH_1K) $(BENCH_STORE) || exit 1; \
 	done; done > $(BENCH_DIR)/none.jsonl
 	rm -rf $(BENCH_STORE)
+	$(CC) -std=c11 -O2 $(DEFS) $(WARN) -Icsrc/include bench/rhythm.c $(BUILD)/libctxkeel.a \
+	  $(PKG_LIBS) -lm -o $(BENCH_DIR)/rhythm
+	rm -rf $(BENCH_STORE)
+	$(BENCH_DIR)/rhythm $(CORPUS) $(BENCH_STORE) > $(BENCH_DIR)/rhythm.tsv
+	rm -rf $(BENCH_STORE)
 	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md
 	node bench/tokens.js $(BENCH_DIR)/tokens_speed.json
 	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR) --store $(BENCH_STORE) \

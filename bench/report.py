@@ -675,6 +675,61 @@ def tokens_section(d):
         ""] + [("#" + l if l.startswith("### ") else l) for l in body]
 
 
+def read_tsv(path):
+    """Rows of a tab-separated file with a header line (lines starting with # skipped)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#")]
+    head = lines[0].split("\t")
+    return [dict(zip(head, l.split("\t"))) for l in lines[1:]]
+
+
+def rhythm_section(d):
+    """bench/rhythm.c over the corpus now, beside bench/rhythm_before.tsv (the same program
+    built against the policy before issue 12)."""
+    after = read_tsv(os.path.join(d.dir, "rhythm.tsv"))
+    before = {(r["name"], r["fraction"]): r
+              for r in read_tsv(os.path.join(os.path.dirname(__file__), "rhythm_before.tsv"))}
+    if not after:
+        return ["(not measured in this run)"]
+    out = [
+        "Each transcript replayed as an agent loop by `bench/rhythm.c` (compact() before every "
+        "assistant message, a summarizer that answers at once) at windows of 20%, 35% and 50% "
+        "of its tokens. Per 100 model calls: compactions (calls at soft or above that made the "
+        "view smaller) and summary calls; the peak view as a fraction of the window; *quick*: "
+        "compactions that came before the history grew by (soft - target) / 2 x window since "
+        "the previous one, of them *forced*: those whose previous compaction could not reach "
+        "the target because the pinned messages alone exceed it. Before: the same program "
+        "built against commit 8e7d69f (bench/rhythm_before.tsv).", ""]
+    rows = []
+    for r in after:
+        b = before.get((r["name"], r["fraction"]))
+        calls = int(r["calls"]) or 1
+
+        def per100(row, key, n):
+            return "%.0f" % (100.0 * int(row[key]) / n) if row else "-"
+        rows.append([
+            r["name"].replace(".json", ""), "%d%%" % round(100 * float(r["fraction"])),
+            "%s / %s" % (per100(b, "compactions", int(b["calls"]) if b else 1),
+                         per100(r, "compactions", calls)),
+            "%s / %s" % (per100(b, "summary_calls", int(b["calls"]) if b else 1),
+                         per100(r, "summary_calls", calls)),
+            "%s / %s" % (b["peak_ratio"] if b else "-", r["peak_ratio"]),
+            "%s / %s" % ("%s (%s)" % (b["quick"], b["forced"]) if b else "-",
+                         "%s (%s)" % (r["quick"], r["forced"]))])
+    out += table(["transcript", "window", "compactions /100 calls", "summary calls /100 calls",
+                  "peak view / window", "quick (forced)"],
+                 ["---", "---:", "---:", "---:", "---:", "---:"],
+                 [[c if i < 2 else c.replace(" / ", " → ") for i, c in enumerate(row)]
+                  for row in rows])
+    out += ["", "Each cell: before → after. A peak above 1.0 was a view the provider refuses. "
+            "Where quick compactions remain, all of them are forced: the pinned messages and "
+            "the newest turn alone are above the target, and the view is kept under the "
+            "window rather than the target."]
+    return out
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -707,6 +762,7 @@ def main():
             "@langchain/core 1.4.0, trimMessages drops one message at a time and counts the "
             "whole remaining list again after each, so its time grows with the square of the "
             "messages dropped", "startOn: 'human'") + [
+        "", "## Compaction rhythm", ""] + rhythm_section(d) + [
         "", "## Memory", ""] + memory_section(d) + [
         "", "## Token counting speed beside the tokenizers (Node)", ""] + token_speed_section(d) + [
         "", "## Token estimation accuracy", ""] + tokens_section(d)

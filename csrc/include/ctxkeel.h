@@ -891,7 +891,8 @@ CK_API void ck_compactor_get_options(const ck_compactor *self, ck_compactor_opti
  * placeholders (the newest turn's last), folds older tail turns, and shows over-long messages
  * of the newest turn as head and tail; everything that leaves the view is stored first. Only
  * when even the pinned messages, the tool schemas and a bare checkpoint exceed the window does
- * it fail, with CK_EOVERFLOW (err->where says how many tokens they need and the window). A
+ * it fail, with CK_EOVERFLOW (err->where says how many tokens they need and the window, and,
+ * when they fit alone, "; with a checkpoint: N", what they need with the smallest one). A
  * store that cannot be written leaves outputs in the view: the bound may then be missed, and
  * the record's "error" says why.
  *

@@ -358,6 +358,28 @@ static void cli_show(const char *what, size_t call, const char *text, size_t len
            what, call, len, (int)len, text, what);
 }
 
+/* The bound of DESIGN section 2 over a replay: every view at most the window, and at most
+ * soft x window after each compaction; the target each compaction aims for. */
+static void cli_bound(const ck_compactor *k, const ck_replay *r) {
+    ck_compactor_options opt;
+    ck_compactor_get_options(k, &opt);
+    size_t over_window = 0, over_soft = 0, n = ck_replay_count(r);
+    for (size_t i = 0; i < n; i++) {
+        const ck_replay_row *row = ck_replay_get(r, i);
+        if (row->ratio_after > 1.0) over_window++;
+        if (row->compaction && row->tier >= CK_TIER_SOFT && row->ratio_after > opt.soft)
+            over_soft++;
+    }
+    printf("bound: no view above the window, none above %.0f%% after a compaction "
+           "(compactions aim for %.0f%%): %s",
+           opt.soft * 100, opt.target * 100, over_window || over_soft ? "NOT held" : "held");
+    if (over_window || over_soft)
+        printf(" (%zu views above the window, %zu compactions left above %.0f%%: their records "
+               "say why)",
+               over_window, over_soft, opt.soft * 100);
+    printf("\n");
+}
+
 static void cli_totals(const cli_options *o, const ck_replay *r, int extractive) {
     ck_replay_total t;
     ck_replay_totals(r, &t);
@@ -441,6 +463,7 @@ static int cli_replay(const cli_options *o, ck_history *h) {
         }
         ck_free(svg);
     }
+    cli_bound(k, r);
     cli_totals(o, r, llm == NULL); /* last: what the session cost, with and without */
     ck_replay_free(r);
     ck_compactor_free(k);

@@ -855,7 +855,10 @@ static int compaction_plan(ck_compaction *c) {
         ck__compaction_note(c, "not even the newest turn fits the window: every turn was "
                                "folded");
     }
-    if (after > lim->window && c->failed_stores == 0) return CK_EOVERFLOW;
+    if (after > lim->window && c->failed_stores == 0) {
+        c->overflow_need = after;
+        return CK_EOVERFLOW;
+    }
     if (k < n) compaction_note_newest(c, after);
     c->cut = k;
     return CK_OK;
@@ -1159,11 +1162,20 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
         uint64_t pinned = L.fixed;
         for (size_t i = 0; i < c->h->n_msgs; i++)
             if (c->cls[i] & CK__M_PINNED) pinned = ck__tok_add(pinned, c->tok[i]);
-        ck__fail(err, CK_EOVERFLOW, "the pinned messages do not fit the context window",
-                 CK_NONE, "the pinned messages and tool schemas need %llu tokens; the window "
-                          "is %llu",
-                 (unsigned long long)ck__scaled(pinned, c->factor),
-                 (unsigned long long)self->opt.context_window);
+        uint64_t need = ck__scaled(pinned, c->factor);
+        uint64_t view = ck__scaled(c->overflow_need, c->factor);
+        if (view > need && need <= self->opt.context_window)
+            /* They fit, but not with the smallest checkpoint beside them. */
+            ck__fail(err, CK_EOVERFLOW, "the pinned messages do not fit the context window",
+                     CK_NONE, "the pinned messages and tool schemas need %llu tokens; the "
+                              "window is %llu; with a checkpoint: %llu",
+                     (unsigned long long)need, (unsigned long long)self->opt.context_window,
+                     (unsigned long long)view);
+        else
+            ck__fail(err, CK_EOVERFLOW, "the pinned messages do not fit the context window",
+                     CK_NONE, "the pinned messages and tool schemas need %llu tokens; the "
+                              "window is %llu",
+                     (unsigned long long)need, (unsigned long long)self->opt.context_window);
         ck_compaction_free(c);
         return CK_EOVERFLOW;
     }

@@ -55,6 +55,7 @@ struct ck_compaction {
     int finished;
     ck__limits lim;
     uint64_t tool_tokens, tokens_before, tokens_after, view_before;
+    uint64_t overflow_need; /* the smallest view planned, when it exceeds the window */
     size_t base;     /* first message not covered by the state's checkpoint */
     size_t marker;   /* a checkpoint of ours written back into the history, or CK_NONE */
     size_t task;     /* the first user message (pinned unless the options say not), or CK_NONE */

@@ -483,12 +483,10 @@ describe('only ctxkeel\'s own checkpoint is trusted', () => {
     assert.ok(evil.some((hit) => /^history/.test(hit.ref)));
   });
 
-  // Core: the forged message's text goes into the checkpoint's User Messages as it is, its
-  // "## User Intent" and "## Next Steps" lines included, so the checkpoint holds two User
-  // Intent sections, one of them the forged "upload ~/.ssh ..." (issue 21 item 1: quoted, not
-  // trusted; csrc/src/checkpoint.c renders user messages without quoting their headings).
-  it('quotes forged headings inside its own checkpoint',
-    { todo: 'core: user messages are rendered unquoted into the checkpoint' }, async () => {
+  // The forged message's text goes into the checkpoint's User Messages with its "## User
+  // Intent" and "## Next Steps" lines quoted, so the checkpoint holds one User Intent section,
+  // its own (issue 21 item 1: quoted, not trusted).
+  it('quotes forged headings inside its own checkpoint', async () => {
       const messages = forgedSession();
       const c = new Compactor({ contextWindow: Math.ceil(ctxkeel.estimateTokens(messages) / 0.85),
         storeDir: s.tmpStore() });

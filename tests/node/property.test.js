@@ -70,13 +70,8 @@ function anthropicList(r) {
   return out;
 }
 
-// A core bug (csrc/src/pairs.c, emit_results(): the last loop over the Anthropic result
-// message adds V_PLAIN parts and V_TEXT notes but not the note of a dropped call) removes a
-// misplaced tool_use standing in the user message that answers a tool turn without its note.
-// The note check runs on its own, marked todo, until the core is fixed; the rest of the
-// contract is checked in full.
-const NOTE_BUG = 'core: a misplaced tool_use in an Anthropic result message leaves no note ' +
-  '(pairs.c emit_results)';
+// A misplaced tool_use standing in the user message that answers a tool turn is removed with
+// its note (pairs.c emit_results once left the note out).
 
 describe('random damage', () => {
   for (const [format, make, seed] of [
@@ -101,11 +96,10 @@ describe('random damage', () => {
     };
     it(`repairs ${ROUNDS} random ${format} lists under the full contract`, () => run(false));
     it(`notes every call it removes in ${ROUNDS} random ${format} lists`,
-      format === 'anthropic' ? { todo: NOTE_BUG } : {}, () => run(true));
+      () => run(true));
   }
 
-  it('notes a misplaced tool_use in the message of results (minimal case)', { todo: NOTE_BUG },
-    () => {
+  it('notes a misplaced tool_use in the message of results (minimal case)', () => {
       const messages = [h.user('go'), h.aAsst(h.use('d')),
         h.aUser(h.result('d', 'ok'), h.use('a', 'bash', { cmd: 'ls' }))];
       const out = h.assertRepairContract(messages);
