@@ -567,8 +567,8 @@ static int compaction_minimize(ck_compaction *c, size_t from, size_t keep) {
 /* ---- planning ---- */
 
 /* Notes what a plan gives up in the newest turn (its outputs offloaded, its texts
- * excerpted, by this compaction) and why the view stays above the target when it does. */
-static void compaction_note_newest(ck_compaction *c, uint64_t after) {
+ * excerpted, by this compaction). */
+static void compaction_note_newest(ck_compaction *c) {
     const ck_history *h = c->h;
     size_t outputs = 0, texts = 0;
     for (size_t i = c->min_tail; i < h->n_msgs; i++) {
@@ -585,12 +585,6 @@ static void compaction_note_newest(ck_compaction *c, uint64_t after) {
                                "offloaded and %zu of its texts excerpted (read_evidence reads "
                                "them whole)",
                             outputs, texts);
-    if (after <= c->lim.target) return;
-    ck__compaction_note(c, "the view stays above the target (%llu of %llu tokens): the pinned "
-                           "messages, the checkpoint and the turns that must stay need that "
-                           "much",
-                        (unsigned long long)ck__scaled(after, c->factor),
-                        (unsigned long long)ck__scaled(c->lim.target, c->factor));
 }
 
 /* An upper bound of the checkpoint a fold of [base, to) makes: the anchors and summary within
@@ -740,7 +734,7 @@ static int compaction_plan(ck_compaction *c) {
     /* When the offloads alone bring the view to the target, nothing is folded. */
     if (ck__layout_after(&L, c->base, compaction_state_cp_tokens(c)) <= lim->target) {
         c->cut = c->base;
-        compaction_note_newest(c, 0);
+        compaction_note_newest(c);
         return CK_OK;
     }
     size_t k = CK_NONE;
@@ -859,7 +853,7 @@ static int compaction_plan(ck_compaction *c) {
         c->overflow_need = after;
         return CK_EOVERFLOW;
     }
-    if (k < n) compaction_note_newest(c, after);
+    if (k < n) compaction_note_newest(c);
     c->cut = k;
     return CK_OK;
 }
@@ -1394,6 +1388,13 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     }
     ck_view_free(base_view);
     if (!rc) c->tokens_after = view ? compaction_view_tokens(c, view) : 0;
+    /* The view as it is sent, against the target the compaction aimed for. */
+    if (!rc && c->tier >= CK_TIER_SOFT && c->tokens_after > c->lim.target)
+        ck__compaction_note(c, "the view stays above the target (%llu of %llu tokens): the "
+                               "pinned messages, the checkpoint and the turns that must stay "
+                               "need that much",
+                            (unsigned long long)ck__scaled(c->tokens_after, c->factor),
+                            (unsigned long long)ck__scaled(c->lim.target, c->factor));
     if (!rc && c->fixed) {
         ck_view *composed = NULL;
         rc = ck__view_compose(view, c->repair, c->src, &composed);

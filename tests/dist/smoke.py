@@ -89,10 +89,11 @@ server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 llm = ctxkeel.HttpSummarizer("http://127.0.0.1:%d/v1" % server.server_address[1], "m",
                              api_key_env="")
-# A window at which the history is half full, and a soft tier from 30%: one summary call.
+# A window at which the history is half full, a soft tier from 30% and a target of 5% (the
+# offloads alone reach 14%): one summary call.
 window = 2 * ctxkeel.estimate_tokens(messages)
 done = ctxkeel.Compactor(window, store_dir=tempfile.mkdtemp(), warn=0.2, soft=0.3, full=0.9,
-                         emergency=0.95).compact(messages, summarize=llm)
+                         emergency=0.95, target=0.05).compact(messages, summarize=llm)
 server.shutdown()
 check("the summarizer was called", len(seen) == 1 and seen[0].get("model") == "m", seen)
 check("its reply is the checkpoint", done.record is not None and done.record["fallback"] is None
