@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: bench bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test
+.PHONY: bench bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -282,11 +282,21 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	rm -rf $(BENCH_STORE)
 	$(BENCH_DIR)/rhythm $(CORPUS) $(BENCH_STORE) > $(BENCH_DIR)/rhythm.tsv
 	rm -rf $(BENCH_STORE)
+	$(VENV)/bin/python bench/fidelity.py $(CORPUS) $(BENCH_DIR)/fidelity.md > /dev/null || \
+	  echo "bench: a planted canary was lost (see the fidelity table)"
 	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md
 	node bench/tokens.js $(BENCH_DIR)/tokens_speed.json
 	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR) --store $(BENCH_STORE) \
 	  --disk-store $(BENCH_DIR)/disk-store --c-flags "$(OPT)"
 	@echo "BENCHMARKS.md written"
+
+# What survives compaction: planted canaries of five kinds through 10+ compactions with a
+# summarizer that keeps nothing; fails when one is neither in the view nor recoverable.
+fidelity: venv | deps
+	@test -d $(CORPUS) || { echo "fidelity: no transcripts at $(CORPUS) (../shared/corpus)"; exit 1; }
+	$(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
+	@mkdir -p $(BENCH_DIR)
+	$(VENV)/bin/python bench/fidelity.py $(CORPUS) $(BENCH_DIR)/fidelity.md
 
 # The search matcher against glibc's regexec on pathological and ordinary patterns (a Markdown
 # table on stdout; glibc runs are stopped after BENCH_REGEX_LIMIT seconds). Not part of `bench`.

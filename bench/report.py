@@ -730,6 +730,14 @@ def rhythm_section(d):
     return out
 
 
+def fidelity_section(d):
+    path = os.path.join(d.dir, "fidelity.md")
+    if not os.path.exists(path):
+        return ["(not measured in this run)"]
+    with open(path, encoding="utf-8") as f:
+        return f.read().rstrip("\n").split("\n")
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -763,6 +771,7 @@ def main():
             "whole remaining list again after each, so its time grows with the square of the "
             "messages dropped", "startOn: 'human'") + [
         "", "## Compaction rhythm", ""] + rhythm_section(d) + [
+        "", "## What survives compaction", ""] + fidelity_section(d) + [
         "", "## Memory", ""] + memory_section(d) + [
         "", "## Token counting speed beside the tokenizers (Node)", ""] + token_speed_section(d) + [
         "", "## Token estimation accuracy", ""] + tokens_section(d)
