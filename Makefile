@@ -196,7 +196,7 @@ leakcheck: all $(addprefix $(BUILD)/tests/,$(C_TESTS))
 # libFuzzer targets (clang, ASan + UBSan). `make fuzz` runs each for FUZZ_SECONDS on a copy of
 # its seed corpus (tests/data/fuzz/<target>, plus the real transcripts for json and compact);
 # `make fuzz-regress` runs every seed once, which is what CI also does before a short fuzz.
-FUZZERS := json anchors tokens pieces compact evidence jsonlayer store
+FUZZERS := json anchors tokens pieces compact evidence jsonlayer store resume
 FUZZ_SECONDS ?= 60
 # CI passes a fixed seed and run count (FUZZ_ARGS="-seed=1 -runs=N") so that a submission's
 # result does not depend on the luck of the draw; `make fuzz` alone explores afresh each time.
