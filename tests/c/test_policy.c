@@ -239,7 +239,7 @@ TEST(emergency_keeps_placeholdered_turns) {
     add_text(&b, CK_ROLE_USER, "Make the test suite pass.");
     char *outs[24];
     for (int t = 0; t < 12; t++) {
-        char id[16], mark[32];
+        char id[32], mark[48];
         for (int j = 0; j < 2; j++) {
             snprintf(id, sizeof id, "t%d_%d", t, j);
             snprintf(mark, sizeof mark, "run %d part %d", t, j);
@@ -335,7 +335,7 @@ TEST(random_sessions_stay_bounded) {
             x = x * 1103515245u + 12345u;
             size_t size = (x >> 8) % 4 == 0 ? 20000 + (x >> 12) % 60000 : 200 + (x >> 12) % 3000;
             if ((x >> 20) % 17 == 0) size = window * 5; /* a newest turn larger than the window */
-            char id[16], mark[32];
+            char id[32], mark[48];
             snprintf(id, sizeof id, "call_%d", (x >> 24) % 3 == 0 ? 0 : t); /* some reuse */
             snprintf(mark, sizeof mark, "turn %d", t);
             outs[n_outs] = output(size, mark, x);
