@@ -553,6 +553,17 @@ CK_API int ck_check_pairs(const ck_history *history, ck_format format, ck_pair_v
                           size_t *n, ck_error *err);
 
 /*
+ * One sentence for violation `v` of `history`, as ck_check_pairs() found it with `format`, for
+ * logs and error messages: "messages[3]: tool call \"call_1\" has no tool result". The id is
+ * quoted as JSON.stringify() quotes it (\" \\ \b \f \n \r \t, \u00XX for the other control
+ * bytes) and cut to its first 64 bytes, so that a hostile id cannot make the sentence
+ * ambiguous. Caller owns *out (NUL-terminated, *len bytes without the NUL; `len` may be NULL);
+ * release it with ck_free(). Returns CK_OK, CK_EINVAL (a NULL argument), CK_ENOMEM.
+ */
+CK_API int ck_pair_violation_describe(const ck_history *history, const ck_pair_violation *v,
+                                      ck_format format, char **out, size_t *len);
+
+/*
  * Repairs tool-call pairing: drops results without a call and duplicate results, drops calls
  * with an empty or repeated id, moves each result right after the message of its call, adds a
  * stub result ("result unavailable: context was compacted") for a call without one, and puts

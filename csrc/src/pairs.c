@@ -17,6 +17,75 @@ static const char STUB_TEXT[] = "result unavailable: context was compacted";
 
 const char *ck_stub_result_text(void) { return STUB_TEXT; }
 
+/* The id as a JSON string literal, cut to 64 bytes (see ck_pair_violation_describe()). */
+static void quote_id(ck__buf *b, const char *id, size_t len) {
+    if (len > 64) {
+        len = 64;
+        while (len && ((unsigned char)id[len] & 0xC0) == 0x80) len--; /* a whole character */
+    }
+    ck__buf_addc(b, '"');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)id[i];
+        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t" : NULL;
+        if (esc) ck__buf_adds(b, esc);
+        else if (c < 0x20) ck__buf_printf(b, "\\u%04x", c);
+        else ck__buf_addc(b, (char)c);
+    }
+    ck__buf_addc(b, '"');
+}
+
+int ck_pair_violation_describe(const ck_history *h, const ck_pair_violation *v, ck_format format,
+                               char **out, size_t *len) {
+    if (!h || !v || !out) return CK_EINVAL;
+    int is_call = v->index < h->n_msgs && v->part < h->msgs[v->index].n_parts &&
+                  ck__msg_parts(h, v->index)[v->part].kind == CK_PART_TOOL_CALL;
+    const char *what = is_call ? "tool call" : "tool result";
+    const char *tail;
+    switch (v->kind) {
+        case CK_PAIR_ORPHAN_RESULT: what = "tool result"; tail = "answers no tool call"; break;
+        case CK_PAIR_MISSING_RESULT: what = "tool call"; tail = "has no tool result"; break;
+        case CK_PAIR_NOT_ADJACENT:
+            what = "tool result";
+            tail = "does not directly follow the message of its call";
+            break;
+        case CK_PAIR_DUPLICATE_RESULT:
+            what = "tool result";
+            tail = "is a second result for the same call";
+            break;
+        case CK_PAIR_DUPLICATE_CALL:
+            what = "tool call";
+            tail = "reuses the id of an earlier call";
+            break;
+        case CK_PAIR_EMPTY_ID: tail = NULL; break;
+        case CK_PAIR_MISPLACED:
+            tail = is_call ? "is outside an assistant message"
+                   : format == CK_FORMAT_ANTHROPIC ? "is outside a user message"
+                                                   : "is outside a tool message";
+            break;
+        case CK_PAIR_RESULT_ORDER:
+            what = "tool result";
+            tail = "comes after other content in its message";
+            break;
+        default: tail = "breaks a pairing rule"; break;
+    }
+    ck__buf b;
+    ck__buf_init(&b);
+    ck__buf_printf(&b, "messages[%zu]: %s ", v->index, what);
+    if (!tail) ck__buf_adds(&b, "has an empty id ");
+    quote_id(&b, v->id ? v->id : "", v->id ? v->id_len : 0);
+    if (tail) {
+        ck__buf_addc(&b, ' ');
+        ck__buf_adds(&b, tail);
+    }
+    size_t n = 0;
+    *out = ck__buf_take(&b, &n);
+    if (!*out) return CK_ENOMEM;
+    if (len) *len = n;
+    return CK_OK;
+}
+
 const char *ck_pair_issue_name(ck_pair_issue kind) {
     switch (kind) {
         case CK_PAIR_ORPHAN_RESULT: return "orphan_result";

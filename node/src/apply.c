@@ -402,77 +402,6 @@ napi_value ckjs_view_apply(napi_env env, const ckjs_messages *src, const ck_view
 /* checkPairs / repairPairs                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-/*
- * The id as a JSON string literal, cut to 64 bytes: ids come from the caller and may hold
- * quotes or control characters, which would make the sentence ambiguous if pasted raw.
- */
-static void quote_id(char *out, size_t size, const char *id, size_t len) {
-    size_t at = 0;
-    if (len > 64) len = 64;
-    out[at++] = '"';
-    for (size_t i = 0; i < len && at + 8 < size; i++) {
-        unsigned char c = (unsigned char)id[i];
-        if (c == '"' || c == '\\') {
-            out[at++] = '\\';
-            out[at++] = (char)c;
-        } else if (c < 0x20) {
-            at += (size_t)snprintf(out + at, size - at, "\\u%04x", c);
-        } else {
-            out[at++] = (char)c;
-        }
-    }
-    out[at++] = '"';
-    out[at] = '\0';
-}
-
-/* A sentence for a violation, worded as the Python binding words it, for logs. */
-static void describe(char *out, size_t size, const ck_pair_violation *v, ck_part_kind part,
-                     ck_format format) {
-    char id[64 * 2 + 16];
-    quote_id(id, sizeof id, v->id, v->id_len);
-    const char *what = part == CK_PART_TOOL_CALL ? "tool call" : "tool result";
-    size_t i = v->index;
-    switch (v->kind) {
-        case CK_PAIR_ORPHAN_RESULT:
-            snprintf(out, size, "messages[%zu]: tool result %s answers no tool call", i, id);
-            return;
-        case CK_PAIR_MISSING_RESULT:
-            snprintf(out, size, "messages[%zu]: tool call %s has no tool result", i, id);
-            return;
-        case CK_PAIR_NOT_ADJACENT:
-            snprintf(out, size,
-                     "messages[%zu]: tool result %s does not directly follow the message of its "
-                     "call",
-                     i, id);
-            return;
-        case CK_PAIR_DUPLICATE_RESULT:
-            snprintf(out, size,
-                     "messages[%zu]: tool result %s is a second result for the same call", i, id);
-            return;
-        case CK_PAIR_DUPLICATE_CALL:
-            snprintf(out, size, "messages[%zu]: tool call %s reuses the id of an earlier call", i,
-                     id);
-            return;
-        case CK_PAIR_EMPTY_ID:
-            snprintf(out, size, "messages[%zu]: %s has an empty id %s", i, what, id);
-            return;
-        case CK_PAIR_MISPLACED:
-            if (part == CK_PART_TOOL_CALL)
-                snprintf(out, size, "messages[%zu]: tool call %s is outside an assistant message",
-                         i, id);
-            else
-                snprintf(out, size, "messages[%zu]: tool result %s is outside a %s message", i, id,
-                         format == CK_FORMAT_ANTHROPIC ? "user" : "tool");
-            return;
-        case CK_PAIR_RESULT_ORDER:
-            snprintf(out, size,
-                     "messages[%zu]: tool result %s comes after other content in its message", i,
-                     id);
-            return;
-    }
-    snprintf(out, size, "messages[%zu]: %s %s breaks a pairing rule", i, what, id);
-}
-
 /* Reads the (messages, format) arguments that both pair functions take. Returns 0, or -1 with
  * an exception pending. */
 static int pair_args(napi_env env, napi_callback_info info, napi_value *messages, int *format) {
@@ -493,21 +422,22 @@ static int pair_args(napi_env env, napi_callback_info info, napi_value *messages
 
 static napi_value violation_object(napi_env env, const ck_pair_violation *v, const ck_history *h,
                                    ck_format format) {
-    const ck_part *parts = NULL;
-    size_t n_parts = 0;
-    ck_part_kind part_kind = CK_PART_OTHER;
-    if (!ck_history_get(h, v->index, NULL, NULL, &parts, &n_parts) && v->part < n_parts)
-        part_kind = parts[v->part].kind;
-    char text[320];
-    describe(text, sizeof text, v, part_kind, format);
+    char *text = NULL;
+    size_t text_len = 0;
+    if (ck_pair_violation_describe(h, v, format, &text, &text_len)) {
+        ckjs_fail(env, CK_ENOMEM, NULL);
+        return NULL;
+    }
     napi_value obj, kind, index, part, id, message;
+    napi_status made = napi_create_string_utf8(env, text, text_len, &message);
+    ck_free(text);
+    NODE_API_CALL(env, made);
     NODE_API_CALL(env, napi_create_object(env, &obj));
     NODE_API_CALL(
         env, napi_create_string_utf8(env, ck_pair_issue_name(v->kind), NAPI_AUTO_LENGTH, &kind));
     NODE_API_CALL(env, napi_create_double(env, (double)v->index, &index));
     NODE_API_CALL(env, napi_create_double(env, (double)v->part, &part));
     if (!(id = ckjs_string(env, v->id, v->id_len))) return NULL;
-    NODE_API_CALL(env, napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &message));
     NODE_API_CALL(env, napi_set_named_property(env, obj, "kind", kind));
     NODE_API_CALL(env, napi_set_named_property(env, obj, "index", index));
     NODE_API_CALL(env, napi_set_named_property(env, obj, "part", part));

@@ -285,6 +285,45 @@ TEST(format_detection) {
     ck_history_free(h);
 }
 
+/* The core words every violation once, for both bindings: the id quoted as JSON quotes it,
+ * cut at 64 bytes on a character boundary. */
+TEST(violations_are_described_with_quoted_ids) {
+    /* a tool result whose id holds a quote, a line break and a tab, then one of 70 bytes of
+     * two-byte characters, both answering no call */
+    char j[512];
+    snprintf(j, sizeof j,
+             "[" U("hi") ",{\"role\":\"tool\",\"tool_call_id\":\"a\\\"b\\n\\tc\","
+             "\"content\":\"x\"},{\"role\":\"tool\",\"tool_call_id\":\"%s\",\"content\":\"y\"}]",
+             "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+             "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+             "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+             "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    OK(h != NULL);
+    ck_pair_violation *v = NULL;
+    size_t n = 0;
+    INT_EQ(ck_check_pairs(h, CK_FORMAT_OPENAI, &v, &n, &err), CK_OK);
+    INT_EQ(n, 2);
+    char *text = NULL;
+    size_t len = 0;
+    if (n == 2) {
+        INT_EQ(ck_pair_violation_describe(h, &v[0], CK_FORMAT_OPENAI, &text, &len), CK_OK);
+        STR_EQ(text, "messages[1]: tool result \"a\\\"b\\n\\tc\" answers no tool call");
+        INT_EQ(len, strlen(text));
+        ck_free(text);
+        INT_EQ(ck_pair_violation_describe(h, &v[1], CK_FORMAT_OPENAI, &text, NULL), CK_OK);
+        /* 64 bytes are 32 whole characters */
+        OK(strstr(text, "\"\xc3\xa9") && strstr(text, "\xc3\xa9\" answers no tool call"));
+        const char *q = strchr(text, '"');
+        OK(q && strchr(q + 1, '"') - (q + 1) == 64);
+        ck_free(text);
+    }
+    INT_EQ(ck_pair_violation_describe(NULL, NULL, CK_FORMAT_OPENAI, &text, NULL), CK_EINVAL);
+    ck_free(v);
+    ck_history_free(h);
+}
+
 TEST(issue_names_and_violation_fields) {
     STR_EQ(ck_pair_issue_name(CK_PAIR_ORPHAN_RESULT), "orphan_result");
     STR_EQ(ck_pair_issue_name(CK_PAIR_RESULT_ORDER), "result_order");
@@ -350,5 +389,5 @@ HARNESS_MAIN(RUN(valid_openai_is_clean_and_kept) RUN(orphan_result) RUN(missing_
                          RUN(misplaced_call_in_user_message)
                              RUN(tool_message_with_calls) RUN(parallel_results_stay_together_in_order)
                                  RUN(anthropic_valid_and_missing) RUN(anthropic_order_and_moves) RUN(attached_items_go_with_their_result) RUN(misplaced_call_beside_results_leaves_a_note)
-                                     RUN(format_detection) RUN(issue_names_and_violation_fields)
+                                     RUN(format_detection) RUN(violations_are_described_with_quoted_ids) RUN(issue_names_and_violation_fields)
                                          RUN(allocation_failures) RUN(many_calls))

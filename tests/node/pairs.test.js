@@ -180,7 +180,7 @@ describe('violation messages', () => {
       'messages[1]: tool call "a\\"b" reuses the id of an earlier call',
       'messages[1]: tool call has an empty id ""',
       'messages[3]: tool result "a\\"b" is a second result for the same call',
-      'messages[4]: tool result "ghost\\u000a" answers no tool call',
+      'messages[4]: tool result "ghost\\n" answers no tool call',
     ]);
   });
 });

@@ -2,6 +2,8 @@
 
 import copy
 
+import json
+
 import pytest
 
 import ctxkeel
@@ -209,7 +211,8 @@ def test_check_pairs_reports_rule(fmt, name, build, expected):
     assert issues_of(found) == expected
     for v in found:
         assert v["message"].startswith("messages[%d]" % v["index"])
-        assert repr(v["tool_call_id"]) in v["message"]
+        # The id quoted as JSON quotes it (the core's sentence, the same in Node).
+        assert json.dumps(v["tool_call_id"], ensure_ascii=False) in v["message"]
     # Auto detection finds the same format from the shapes.
     assert ctxkeel.check_pairs(messages) == found
 

@@ -175,45 +175,14 @@ PyObject *ck_py_estimate_tokens(PyObject *module, PyObject *args, PyObject *kwar
 
 /* ---- check_pairs ------------------------------------------------------------------------- */
 
-/* A sentence for a violation that names the message index and the tool-call id. */
-static PyObject *describe(const ck_py_history *ph, const ck_pair_violation *v, ck_format format,
-                          PyObject *id) {
-    const ck_part *parts = NULL;
-    size_t n_parts = 0;
-    int is_call = 0;
-    if (ck_history_get(ph->h, v->index, NULL, NULL, &parts, &n_parts) == CK_OK && v->part < n_parts)
-        is_call = parts[v->part].kind == CK_PART_TOOL_CALL;
-    const char *what = is_call ? "tool call" : "tool result";
-    size_t i = v->index;
-    switch (v->kind) {
-        case CK_PAIR_ORPHAN_RESULT:
-            return PyUnicode_FromFormat("messages[%zu]: tool result %R answers no tool call", i,
-                                        id);
-        case CK_PAIR_MISSING_RESULT:
-            return PyUnicode_FromFormat("messages[%zu]: tool call %R has no tool result", i, id);
-        case CK_PAIR_NOT_ADJACENT:
-            return PyUnicode_FromFormat(
-                "messages[%zu]: tool result %R does not directly follow the message of its call", i,
-                id);
-        case CK_PAIR_DUPLICATE_RESULT:
-            return PyUnicode_FromFormat(
-                "messages[%zu]: tool result %R is a second result for the same call", i, id);
-        case CK_PAIR_DUPLICATE_CALL:
-            return PyUnicode_FromFormat(
-                "messages[%zu]: tool call %R reuses the id of an earlier call", i, id);
-        case CK_PAIR_EMPTY_ID:
-            return PyUnicode_FromFormat("messages[%zu]: %s has an empty id %R", i, what, id);
-        case CK_PAIR_MISPLACED:
-            if (is_call)
-                return PyUnicode_FromFormat(
-                    "messages[%zu]: tool call %R is outside an assistant message", i, id);
-            return PyUnicode_FromFormat("messages[%zu]: tool result %R is outside a %s message", i,
-                                        id, format == CK_FORMAT_ANTHROPIC ? "user" : "tool");
-        case CK_PAIR_RESULT_ORDER:
-            return PyUnicode_FromFormat(
-                "messages[%zu]: tool result %R comes after other content in its message", i, id);
-    }
-    return PyUnicode_FromFormat("messages[%zu]: %s %R breaks a pairing rule", i, what, id);
+/* The core's sentence for a violation (ck_pair_violation_describe()). */
+static PyObject *describe(const ck_py_history *ph, const ck_pair_violation *v, ck_format format) {
+    char *text = NULL;
+    size_t len = 0;
+    if (ck_pair_violation_describe(ph->h, v, format, &text, &len)) return PyErr_NoMemory();
+    PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
+    ck_free(text);
+    return s;
 }
 
 /* {"kind", "index", "part", "tool_call_id", "message"} for one violation. */
@@ -245,7 +214,7 @@ static PyObject *issue_dict(const ck_py_history *ph, const ck_pair_violation *v,
     }
     Py_DECREF(part);
     if (PyDict_SetItem(d, st->s_tool_call_id, id) < 0) goto error;
-    PyObject *message = describe(ph, v, format, id);
+    PyObject *message = describe(ph, v, format);
     if (!message || PyDict_SetItem(d, st->s_message, message) < 0) {
         Py_XDECREF(message);
         goto error;
