@@ -82,6 +82,12 @@ start() {
   [ -x "$WEED" ] || die "no SeaweedFS binary at $WEED: run '$0 build' (or make s3-server)"
   mkdir -p "$dir/data"
   dir=$(cd "$dir" && pwd)
+  # A server just killed (a restart test) may take a moment to finish exiting: its threads
+  # go one by one, and until the last has, /proc still shows it running.
+  local i=0
+  while [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")" && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1))
+  done
   if [ -f "$dir/pid" ] && alive "$(cat "$dir/pid")"; then
     die "a server started in $dir is still running (pid $(cat "$dir/pid"))"
   fi
