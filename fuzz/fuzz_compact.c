@@ -53,7 +53,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         ck_history_free(mat);
         ck_compaction_free(c);
     } else {
-        REQUIRE(CK_IS_INPUT_ERROR(rc));
+        /* A window the pinned messages cannot share with the smallest checkpoint is refused
+         * (the bound holds; err.where says what they need), as is bad input. */
+        REQUIRE(CK_IS_INPUT_ERROR(rc) || rc == CK_EOVERFLOW);
     }
     ck_compactor_free(k);
     ck_history_free(h);
