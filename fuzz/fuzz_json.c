@@ -12,7 +12,8 @@
 
 static size_t violations(const char *json, size_t len, ck_format f, int *identity) {
     ck_error err;
-    ck_history *h = ck_json_read(json, len, &err);
+    /* Read in the format the input was (a repaired list may have lost what told it apart). */
+    ck_history *h = ck_json_read_as(json, len, f, &err);
     REQUIRE(h != NULL);
     ck_pair_violation *v = NULL;
     size_t n = 0;
