@@ -169,6 +169,22 @@ int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags) {
     return CK_OK;
 }
 
+int ck__rd_head(ck__rd *rd, ck_value msg, ck_role *role, ck_value *content,
+                ck_value_kind *kind) {
+    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT)
+        return ck__rd_fail(rd, CK_ETYPE, "expected an object", NULL);
+    const char *role_s;
+    size_t role_len;
+    int rc = ck__rd_need_string(rd, msg, CK_KEY_ROLE, &role_s, &role_len, ".role");
+    if (rc) return rc;
+    *role = ck__role_of(role_s, role_len);
+    int got = ck__rd_field(rd, msg, CK_KEY_CONTENT, content);
+    if (got < 0) return got;
+    if (!got) *content = (ck_value){NULL, 0};
+    *kind = got ? ck__rd_kind(rd, *content) : CK_VALUE_ABSENT;
+    return CK_OK;
+}
+
 int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc) {
     ck_value_kind kind = ck__rd_kind(rd, item);
     if (kind == CK_VALUE_OBJECT) return 0;

@@ -57,6 +57,11 @@ int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit);
 int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags);
 /* Appends a part read from host value `item` (an ABSENT value when the part has none). */
 int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item);
+/* Reads what every dialect's message starts with: an object with a string "role" (its role in
+ * *role) and an optional "content" (*content, and its kind in *kind: CK_VALUE_ABSENT, and
+ * *content the empty value, when there is none). Errors name the message's place. */
+int ck__rd_head(ck__rd *rd, ck_value msg, ck_role *role, ck_value *content,
+                ck_value_kind *kind);
 /* Reads item k of a content list when it is a bare string (a text part, added) or anything
  * but an object (an error naming .content[k]): returns 1 then, with the result in *rc;
  * returns 0 for an object, left to the dialect. `p` is the part to fill, host set. */

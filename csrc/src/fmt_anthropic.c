@@ -141,17 +141,11 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
 }
 
 static int anthropic_read(ck__rd *rd, ck_value msg) {
-    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT)
-        return ck__rd_fail(rd, CK_ETYPE, "expected an object", NULL);
-    const char *role_s;
-    size_t role_len;
-    int rc = ck__rd_need_string(rd, msg, CK_KEY_ROLE, &role_s, &role_len, ".role");
-    if (rc) return rc;
-    ck_role role = ck__role_of(role_s, role_len);
+    ck_role role;
     ck_value content;
-    int got = ck__rd_field(rd, msg, CK_KEY_CONTENT, &content);
-    if (got < 0) return got;
-    ck_value_kind ck = got ? ck__rd_kind(rd, content) : CK_VALUE_ABSENT;
+    ck_value_kind ck;
+    int rc = ck__rd_head(rd, msg, &role, &content, &ck);
+    if (rc) return rc;
     if ((rc = ck__rd_message(rd, msg, role, ck == CK_VALUE_STRING ? CK_MSG_STRING_CONTENT : 0)))
         return rc;
     if (ck == CK_VALUE_STRING) {

@@ -125,17 +125,11 @@ static int openai_read_calls(ck__rd *rd, ck_value msg) {
 }
 
 static int openai_read(ck__rd *rd, ck_value msg) {
-    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT)
-        return ck__rd_fail(rd, CK_ETYPE, "expected an object", NULL);
-    const char *role_s;
-    size_t role_len;
-    int rc = ck__rd_need_string(rd, msg, CK_KEY_ROLE, &role_s, &role_len, ".role");
-    if (rc) return rc;
-    ck_role role = ck__role_of(role_s, role_len);
+    ck_role role;
     ck_value content;
-    int got = ck__rd_field(rd, msg, CK_KEY_CONTENT, &content);
-    if (got < 0) return got;
-    ck_value_kind ck = got ? ck__rd_kind(rd, content) : CK_VALUE_ABSENT;
+    ck_value_kind ck;
+    int rc = ck__rd_head(rd, msg, &role, &content, &ck);
+    if (rc) return rc;
     uint32_t flags = ck == CK_VALUE_STRING ? CK_MSG_STRING_CONTENT : 0;
     if ((rc = ck__rd_message(rd, msg, role, flags))) return rc;
     ck_part p;
@@ -149,9 +143,8 @@ static int openai_read(ck__rd *rd, ck_value msg) {
         if ((rc = ck__rd_opt_string(rd, msg, CK_KEY_NAME, &p.name, &p.name_len, ".name")) ||
             (rc = ck__rd_need_string(rd, msg, CK_KEY_TOOL_CALL_ID, &p.id, &p.id_len,
                                      ".tool_call_id")) ||
-            (rc = ck__rd_joined_text(rd, got ? content : (ck_value){NULL, 0}, &p.text,
-                                     &p.text_len, ".content")) ||
-            (rc = ck__rd_part(rd, &p, got ? content : (ck_value){NULL, 0})))
+            (rc = ck__rd_joined_text(rd, content, &p.text, &p.text_len, ".content")) ||
+            (rc = ck__rd_part(rd, &p, content)))
             return rc;
         if (ck == CK_VALUE_ARRAY && (rc = ck__rd_attachments(rd, content, ".content"))) return rc;
     } else if (ck == CK_VALUE_STRING) {
