@@ -813,23 +813,23 @@ static int compaction_plan(ck_compaction *c) {
         if ((rc = compaction_minimize(c, k, EXCERPT_TINY))) return rc;
         after = ck__layout_after(&L, k, cp);
     }
+    /* The bare checkpoint (its marker and the archive's pointer), what every way out below
+     * starts from. */
+    uint64_t bare = 0;
+    if (after > lim->window && (rc = compaction_cp_bare(c, &bare))) return rc;
     if (after > lim->window && k > c->base) {
-        /* The bare checkpoint (its marker and the archive's pointer) may still leave room for
-         * the kept turns: folding them too would lose more than the window asks. */
-        uint64_t bare = 0;
-        if ((rc = compaction_cp_bare(c, &bare))) return rc;
+        uint64_t whole = ck__layout_after(&L, c->base, compaction_state_cp_tokens(c));
         if (bare < cp && ck__layout_after(&L, k, bare) <= lim->window) {
+            /* It may still leave room for the kept turns: folding them too would lose more
+             * than the window asks. */
             c->cp_plan = cp = bare;
             after = ck__layout_after(&L, k, cp);
             ck__compaction_note(c, "the checkpoint was cut to its bare header to keep the "
                                    "newest turn in the window");
-        }
-    }
-    if (after > lim->window && k > c->base) {
-        /* No fold keeps the newest turn within the window, but the history as it stands (its
-         * outputs offloaded) fits: it is sent unfolded rather than losing the newest turn. */
-        uint64_t whole = ck__layout_after(&L, c->base, compaction_state_cp_tokens(c));
-        if (whole <= lim->window) {
+        } else if (whole <= lim->window) {
+            /* No fold keeps the newest turn within the window, but the history as it stands
+             * (its outputs offloaded) fits: it is sent unfolded rather than losing the newest
+             * turn. */
             k = c->base;
             cp = compaction_state_cp_tokens(c);
             after = whole;
@@ -841,8 +841,6 @@ static int compaction_plan(ck_compaction *c) {
         /* Not even the newest turn, placeholdered, fits: every turn is folded, and the view
          * is the pinned messages and the checkpoint, as small as it can be. */
         k = n;
-        uint64_t bare = 0;
-        if ((rc = compaction_cp_bare(c, &bare))) return rc;
         c->cp_plan = ck__layout_after(&L, n, minimal) <= lim->window ? minimal : bare;
         cp = c->cp_plan;
         after = ck__layout_after(&L, k, cp);
