@@ -16,6 +16,10 @@ const CASES = fs.readdirSync(ROOT, { withFileTypes: true })
     .filter((f) => f.endsWith('.json')).map((f) => `${d.name}/${f}`))
   .sort();
 
+// The dialects this binding reads today; a case in another one is reported as skipped (by name),
+// never passed, until the binding reads through the core's format layer.
+const BINDING_FORMATS = new Set(['auto', 'openai', 'anthropic']);
+const dialectOf = (name) => name.split('/')[0];
 const camel = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 const report = (violations) => violations.map((v) =>
   ({ index: v.index, part: v.part, kind: v.kind, id: v.toolCallId }));
@@ -34,7 +38,9 @@ describe('the shared format cases', () => {
   });
 
   for (const name of CASES) {
-    it(name, async () => {
+    const skip = BINDING_FORMATS.has(dialectOf(name)) ? false
+      : `the ${dialectOf(name)} dialect is not read by the Node binding yet`;
+    it(name, { skip }, async () => {
       const c = JSON.parse(fs.readFileSync(path.join(ROOT, name), 'utf8'));
       const format = c.format;
       const given = structuredClone(c.input);

@@ -11,6 +11,9 @@ import ctxkeel
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "data", "formats")
 CASES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "*", "*.json")))
+# The dialects this binding reads today; a case in another one is reported as skipped (by name),
+# never passed, until the binding reads through the core's format layer.
+BINDING_FORMATS = {"auto", "openai", "anthropic"}
 
 
 def load(name):
@@ -32,6 +35,8 @@ def test_the_cases_are_there():
 def test_case(name, tmp_path, monkeypatch):
     case = load(name)
     fmt = case["format"]
+    if fmt not in BINDING_FORMATS or name.split(os.sep)[0] not in BINDING_FORMATS:
+        pytest.skip(f"the {name.split(os.sep)[0]} dialect is not read by the Python binding yet")
     given = json.loads(json.dumps(case["input"]))
     if "error" in case:
         with pytest.raises(ctxkeel.InputError) as info:
