@@ -277,9 +277,10 @@ def method(d):
         "Every compaction checks that it ran at the tier its case names. \"Nothing to compact\" "
         "uses a window 10 times the history's estimate (tier none); \"full\" a fresh compactor "
         "(a new session) at 85% of the window (tier full) and a summarizer that returns a fixed "
-        "five-anchor reply at once; \"checkpoint reused\" one full compaction first, then the "
-        "same history again on the same compactor, which rebuilds the view from the checkpoint "
-        "without a model (tier none); \"emergency\" a fresh compactor at 97% of the window: no "
+        "five-anchor reply at once; \"checkpoint reused\" one compaction at a window of 40% of "
+        "the history first (offloads alone cannot reach the target there, so a "
+        "checkpoint is made), then the same history again on the same compactor, which "
+        "rebuilds the view from the checkpoint without a model (tier none); \"emergency\" a fresh compactor at 97% of the window: no "
         "model, the dropped span folded into the checkpoint extractively, the view cut to at "
         "most 70% of the window. Python and Node times include reading the host's message objects and "
         "building the result list; Node's compact() is async and each call is awaited.",
@@ -461,8 +462,10 @@ def steady_section(d):
 def full_section(d):
     out = [
         "A fresh compactor at 85% of its window: offload the large tool outputs outside the "
-        "tail to the evidence store, extract identifiers, build the summary request, take the "
-        "summarizer's fixed reply, build the checkpoint and the view, append the audit record. "
+        "tail to the evidence store; when that leaves the view above the target (50%), extract "
+        "identifiers, build the summary request, take the summarizer's fixed reply and build "
+        "the checkpoint (on the synthetic histories the offloads alone reach the target, so no "
+        "summary is made); build the view, append the audit record. "
         + PER_LANG_NOTE, ""] + table(PER_LANG_HEAD, ["---"] + ["---:"] * 8,
                                      per_lang_table(d, "compact_full"))
     rows = []

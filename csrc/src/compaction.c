@@ -404,7 +404,8 @@ static int compaction_excerpt_part(ck_compaction *c, size_t i, size_t g, size_t 
     }
     ck__buf b;
     ck__buf_init(&b);
-    int rc = ck__render_excerpt(&b, p->text, p->text_len, keep, rec->ref);
+    int rc = ck__render_excerpt(&b, p->text, p->text_len, keep,
+                                c->h->msgs[i].role == CK_ROLE_USER, rec->ref);
     if (rc) {
         ck__buf_dispose(&b);
         return rc;
@@ -448,7 +449,8 @@ static int compaction_known_substs(ck_compaction *c, size_t from, size_t to) {
                 if (!rec) continue;
                 ck__buf b;
                 ck__buf_init(&b);
-                int rc = ck__render_excerpt(&b, p->text, p->text_len, EXCERPT_KEEP, rec->ref);
+                int rc = ck__render_excerpt(&b, p->text, p->text_len, EXCERPT_KEEP,
+                                            h->msgs[i].role == CK_ROLE_USER, rec->ref);
                 if (!rc) rc = compaction_subst(c, i, g, &b, CK__SUB_KNOWN);
                 else ck__buf_dispose(&b);
                 if (rc) return rc;

@@ -288,7 +288,34 @@ int ck__render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o,
 }
 
 
-int ck__render_excerpt(ck__buf *b, const char *text, size_t len, size_t keep, const char *ref) {
+/* The rule sentences of the part an excerpt leaves out, gathered for its note. */
+typedef struct excerpt_rules {
+    ck__buf *b;
+    const char *text;
+    size_t from, to; /* the part left out */
+    size_t n, room;  /* rules written; bytes they may still take */
+} excerpt_rules;
+
+#define EXCERPT_RULES_MAX 8
+#define EXCERPT_RULE_MAX 500
+
+static int excerpt_add_rule(void *ctx, const char *s, size_t n) {
+    excerpt_rules *r = ctx;
+    size_t at = (size_t)(s - r->text);
+    /* Only a sentence the head or the tail does not show whole. */
+    if (at + n <= r->from || at >= r->to) return 0;
+    if (r->n == EXCERPT_RULES_MAX || n + 3 > r->room) return 1;
+    static const char first[] = "[ctxkeel: rules stated in the part left out, verbatim:\n- ";
+    if (r->n) ck__buf_add(r->b, "\n- ", 3);
+    else ck__buf_add(r->b, first, sizeof first - 1);
+    ck__buf_add(r->b, s, n);
+    r->n++;
+    r->room -= n + 3;
+    return 0;
+}
+
+int ck__render_excerpt(ck__buf *b, const char *text, size_t len, size_t keep, int rules,
+                       const char *ref) {
     if (keep < 64) keep = 64;
     size_t head = ck__clip(text, len, keep / 2);
     /* The tail starts on a UTF-8 boundary, after a line break when one is near. */
@@ -305,6 +332,11 @@ int ck__render_excerpt(ck__buf *b, const char *text, size_t len, size_t keep, co
     ck__buf_printf(b, "\n[ctxkeel: %zu of %zu bytes of this message left out here; the full "
                       "text: read_evidence(ref=\"%s\")]\n",
                    from - head, len, ref);
+    if (rules && from > head) {
+        excerpt_rules r = {b, text, head, from, 0, keep};
+        ck__rule_sentences(text, len, EXCERPT_RULE_MAX, excerpt_add_rule, &r);
+        if (r.n) ck__buf_add(b, "]\n", 2);
+    }
     ck__buf_add(b, text + from, len - from);
     return b->failed ? CK_ENOMEM : CK_OK;
 }

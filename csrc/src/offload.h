@@ -60,8 +60,11 @@ int ck__render_placeholder(ck__buf *b, const ck_part *p, const ck__offload *o,
 
 /* Renders the excerpt of an over-long text: its first and last bytes (about keep / 2 each,
  * cut at line or word boundaries) around a line that says how much was left out and where the
- * full text is (`ref`). Returns CK_OK or CK_ENOMEM. */
-int ck__render_excerpt(ck__buf *b, const char *text, size_t len, size_t keep, const char *ref);
+ * full text is (`ref`). With `rules` (a user's message), the rule sentences of the part left
+ * out follow that line verbatim (at most 8, and at most `keep` bytes of them), so a rule
+ * stated in the middle of a long message stays in the view. Returns CK_OK or CK_ENOMEM. */
+int ck__render_excerpt(ck__buf *b, const char *text, size_t len, size_t keep, int rules,
+                       const char *ref);
 
 /* The name of the tool that made call `id`, searched backwards from message `before` (the
  * result's own `name` first, when it has one). "tool" when none is found. */

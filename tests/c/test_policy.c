@@ -292,6 +292,38 @@ TEST(long_newest_message_is_excerpted) {
     free(paste);
 }
 
+/* The rule sentences in the part of a long user message that its excerpt leaves out are
+ * shown after the excerpt's note, verbatim; an assistant message's are not. */
+TEST(excerpt_keeps_the_rules_it_leaves_out) {
+    static const char rule[] = "Never push to the release branch without a second review.";
+    char *paste = output(200000, "PASTED HEAD", 3);
+    size_t at = strlen(paste) / 2;
+    paste[at] = '\n';
+    memcpy(paste + at + 1, rule, sizeof rule - 1);
+    paste[at + sizeof rule] = '\n';
+    for (int as_user = 1; as_user >= 0; as_user--) {
+        hist b = hist_new();
+        add_text(&b, CK_ROLE_SYSTEM, "You are a coding agent.");
+        add_text(&b, CK_ROLE_USER, "Review the pasted log.");
+        add_call(&b, "c0", "bash", "{}", "ok");
+        add_text(&b, as_user ? CK_ROLE_USER : CK_ROLE_ASSISTANT, paste);
+        ck_compactor *k = make(30000, as_user ? "paste-rules-user" : "paste-rules", CK_EST_CHARS4);
+        ck_compaction *c = NULL;
+        ck_error err;
+        INT_EQ(ck_compactor_compact(k, b.h, 0, NULL, NULL, &c, &err), CK_OK);
+        check_bounds(c, b.h, 30000);
+        const ck_view *v = ck_compaction_view(c);
+        OK(view_has(v, b.h, "of this message left out here"));
+        INT_EQ(view_has(v, b.h, "[ctxkeel: rules stated in the part left out, verbatim:\n- "
+                                "Never push to the release branch without a second review.]\n"),
+               as_user);
+        ck_compaction_free(c);
+        ck_compactor_free(k);
+        hist_free(&b);
+    }
+    free(paste);
+}
+
 /* Only the pinned messages alone over the window fail, and the error says what they need. */
 TEST(overflow_only_for_pinned) {
     hist b = hist_new();
@@ -1014,7 +1046,8 @@ static void setup(void) {
 static void teardown(void) { h_remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(huge_newest_output_fits) RUN(emergency_keeps_placeholdered_turns)
-                 RUN(long_newest_message_is_excerpted) RUN(overflow_only_for_pinned)
+                 RUN(long_newest_message_is_excerpted) RUN(excerpt_keeps_the_rules_it_leaves_out)
+                 RUN(overflow_only_for_pinned)
                      RUN(random_sessions_stay_bounded) RUN(corpus_replays_never_thrash)
                          RUN(canaries_survive_a_forgetful_summarizer)
                              RUN(repairs_are_told_and_nothing_is_dropped)

@@ -192,11 +192,10 @@ describe('what the agent was told and did', () => {
       });
   }
 
-  // Core: a long user message that stays in the tail is shown as head and tail (an excerpt),
-  // and the rule sentence of its middle is in neither the excerpt nor the checkpoint until the
-  // message is folded (csrc/src/offload.c ck__render_excerpt() keeps no rule sentences).
-  it('keeps the rule in the view while its long message is excerpted',
-    { todo: 'core: excerpts of user messages drop their rule sentences' }, async () => {
+  // A long user message that stays in the tail is shown as head and tail (an excerpt); the
+  // rule sentences of the part left out follow the excerpt's note verbatim, so the rule is in
+  // the view before the message is folded and in the checkpoint after.
+  it('keeps the rule in the view while its long message is excerpted', async () => {
       const messages = ruleSession(40, 60000);
       const long = messages.find((m) => m.role === 'user' && m.content.includes(RULE));
       const from = messages.indexOf(long);
@@ -206,24 +205,20 @@ describe('what the agent was told and did', () => {
       }
     });
 
-  // Core: a stop-less run before the rule (a pasted one-line log) makes one "sentence" of more
-  // than 1000 bytes; its first 1000 bytes are kept, the rule at its end is lost, and the cut
-  // falls inside a UTF-8 sequence (csrc/src/extract.c, ck__rule_sentences(): ck__clip() is
-  // called with len == max, so it does not back up to a character boundary).
-  it('keeps a rule that follows a long run without full stops, in valid UTF-8',
-    { todo: 'core: stop-less runs are cut at 1000 bytes, mid-character (extract.c)' },
-    async () => {
-      const messages = [sys('s'), user('task'), user(`always ${'🙂'.repeat(300)} ok`),
-        user(`${'log-line 🙂 '.repeat(200)}${RULE}`)];
-      for (let t = 0; t < 60; t++) {
-        messages.push({ role: 'assistant', content: `Turn ${t}.` }, user(`ok ${t} `.repeat(200)));
-      }
-      const c = new Compactor({ contextWindow: Math.ceil(ctxkeel.estimateTokens(messages) / 0.85),
-        storeDir: s.tmpStore() });
-      const cp = checkpointText((await c.compact(messages)).messages);
-      assert.ok(!cp.includes('\ufffd') && !/[\ud800-\udfff]/.test(cp), 'invalid UTF-8');
-      assert.ok(cp.includes(RULE), 'the rule is not verbatim');
-    });
+  // A stop-less run before the rule (a pasted one-line log) makes one "sentence" of more than
+  // 1000 bytes: a window around each rule word in it is kept, cut between characters.
+  it('keeps a rule that follows a long run without full stops, in valid UTF-8', async () => {
+    const messages = [sys('s'), user('task'), user(`always ${'🙂'.repeat(300)} ok`),
+      user(`${'log-line 🙂 '.repeat(200)}${RULE}`)];
+    for (let t = 0; t < 60; t++) {
+      messages.push({ role: 'assistant', content: `Turn ${t}.` }, user(`ok ${t} `.repeat(200)));
+    }
+    const c = new Compactor({ contextWindow: Math.ceil(ctxkeel.estimateTokens(messages) / 0.85),
+      storeDir: s.tmpStore() });
+    const cp = checkpointText((await c.compact(messages)).messages);
+    assert.ok(cp.length > 0 && !cp.includes('\ufffd') && cp.isWellFormed(), 'invalid UTF-8');
+    assert.ok(cp.includes(RULE), 'the rule is not verbatim');
+  });
 
   it('lists a file the agent wrote as modified, never as read, across compactions', async () => {
     const messages = [sys('You are a careful coding agent.'), user('Add a feature flag.'),
