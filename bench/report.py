@@ -720,13 +720,21 @@ def rhythm_section(d):
                          per100(r, "summary_calls", calls)),
             "%s / %s" % (b["peak_ratio"] if b else "-", r["peak_ratio"]),
             "%s / %s" % ("%s (%s)" % (b["quick"], b["forced"]) if b else "-",
-                         "%s (%s)" % (r["quick"], r["forced"]))])
+                         "%s (%s)" % (r["quick"], r["forced"])),
+            "%.0f%%" % (100.0 * int(r["prefix_kept"]) / max(1, int(r["sent"])))
+            if "sent" in r else "-",
+            per100(r, "prefix_breaks", calls) if "prefix_breaks" in r else "-"])
     out += table(["transcript", "window", "compactions /100 calls", "summary calls /100 calls",
-                  "peak view / window", "quick (forced)"],
-                 ["---", "---:", "---:", "---:", "---:", "---:"],
+                  "peak view / window", "quick (forced)", "prefix kept",
+                  "prefix breaks /100 calls"],
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"],
                  [[c if i < 2 else c.replace(" / ", " → ") for i, c in enumerate(row)]
                   for row in rows])
-    out += ["", "Each cell: before → after. A peak above 1.0 was a view the provider refuses. "
+    out += ["", "Each cell: before → after (the last two columns: after only). *Prefix kept*: of "
+            "the tokens sent over the replay, the share that was a prefix of the view the call "
+            "before sent (ck_compaction_cache(): what a provider's prompt cache can hold); "
+            "*prefix breaks*: calls whose view changed a message of the one before. "
+            "A peak above 1.0 was a view the provider refuses. "
             "Where quick compactions remain, all of them are forced: the pinned messages and "
             "the newest turn alone are above the target, and the view is kept under the "
             "window rather than the target."]

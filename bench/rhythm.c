@@ -86,7 +86,8 @@ static void rhythm_one(const char *name, const char *text, size_t len, double fr
         fprintf(stderr, "rhythm: %s: %s\n", name, err.msg ? err.msg : "no compactor");
         exit(1);
     }
-    int calls = 0, compactions = 0, summaries = 0, over = 0, quick = 0, forced = 0;
+    int calls = 0, compactions = 0, summaries = 0, over = 0, quick = 0, forced = 0, breaks = 0;
+    uint64_t sent = 0, prefix = 0; /* tokens sent; of them, a prefix of the view before */
     int have_last = 0;
     int last_reached = 0;
     double peak = 0;
@@ -107,7 +108,11 @@ static void rhythm_one(const char *name, const char *text, size_t len, double fr
         ck_compaction *c = NULL;
         if (ck_compactor_compact(k, h, 0, rhythm_reply, &summaries, &c, &err) == CK_OK) {
             calls++;
-            uint64_t after = ck_compaction_tokens_after(c);
+            uint64_t after = ck_compaction_tokens_after(c), kept, broken;
+            ck_compaction_cache(c, &kept, &broken);
+            sent += after;
+            prefix += kept;
+            breaks += broken > 0;
             double ratio = (double)after / (double)window;
             if (ratio > peak) peak = ratio;
             const char *rec = ck_compaction_record(c, NULL);
@@ -132,8 +137,9 @@ static void rhythm_one(const char *name, const char *text, size_t len, double fr
         }
         ck_history_free(h);
     }
-    printf("%s\t%.2f\t%llu\t%d\t%d\t%d\t%.3f\t%d\t%d\t%d\n", name, fraction,
-           (unsigned long long)window, calls, compactions, summaries, peak, over, quick, forced);
+    printf("%s\t%.2f\t%llu\t%d\t%d\t%d\t%.3f\t%d\t%d\t%d\t%llu\t%llu\t%d\n", name, fraction,
+           (unsigned long long)window, calls, compactions, summaries, peak, over, quick, forced,
+           (unsigned long long)sent, (unsigned long long)prefix, breaks);
     ck_compactor_free(k);
     ck_history_free(full);
 }
@@ -168,7 +174,7 @@ int main(int argc, char **argv) {
     closedir(d);
     qsort(names, (size_t)nn, sizeof *names, rhythm_name_cmp);
     printf("name\tfraction\twindow\tcalls\tcompactions\tsummary_calls\tpeak_ratio\tover_bound\t"
-           "quick\tforced\n");
+           "quick\tforced\tsent\tprefix_kept\tprefix_breaks\n");
     for (int i = 0; i < nn; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", argv[1], names[i]);

@@ -432,6 +432,9 @@ export interface CompactionRecord {
   tier: Tier;
   tokens_before: number;
   tokens_after: number;
+  /** What the view does to the provider's prompt cache: tokens of the view that are a prefix
+   * of the view returned before, and tokens of that earlier view after the prefix. */
+  cache: { prefix_kept: number; prefix_broken: number };
   msgs_before: number;
   msgs_after: number;
   /** Messages folded into the checkpoint by this compaction. */
@@ -800,6 +803,10 @@ export interface ReplayRow {
   tokensAfter: number;
   ratioBefore: number;
   ratioAfter: number;
+  /** Tokens of the view that are a prefix of the call before's view. */
+  prefixKept: number;
+  /** Tokens of the call before's view after that prefix (re-sent or gone). */
+  prefixBroken: number;
   tier: Tier;
   /** The compaction's number, 0 when the view needed no change. */
   compaction: number;
@@ -826,6 +833,10 @@ export interface ReplayTotals {
   offloaded: number;
   tokensSent: number;
   tokensWithout: number;
+  /** prefixKept summed over the calls: tokens a prompt cache can hold. */
+  prefixKept: number;
+  /** Calls whose view changed a message of the call before's. */
+  prefixBreaks: number;
   peakRatio: number;
   peakRatioWithout: number;
   overWindowWithout: number;

@@ -967,6 +967,16 @@ CK_API const char *ck_compaction_record(const ck_compaction *c, size_t *len);
 CK_API uint64_t ck_compaction_tokens_before(const ck_compaction *c);
 CK_API uint64_t ck_compaction_tokens_after(const ck_compaction *c);
 
+/* What the view does to the provider's prompt cache, estimated like every other count (raw,
+ * the tool schemas not counted): *prefix_kept the tokens of the view's leading messages that
+ * are the same, in role and content, as those of the view this compactor returned last
+ * (they may be billed as a cached prefix), *prefix_broken the tokens of the last view after
+ * that run (cached, and now sent again or gone). Both 0 before ck_compactor_finish(), and on a
+ * compactor's first view (a compactor made afresh, or resumed from its audit log, has no last
+ * view). Either pointer may be NULL. */
+CK_API void ck_compaction_cache(const ck_compaction *c, uint64_t *prefix_kept,
+                                uint64_t *prefix_broken);
+
 /* The view before and after as a fraction of the window, the figures the tiers are chosen on:
  * tool schemas included and the usage factor applied. */
 CK_API double ck_compaction_ratio_before(const ck_compaction *c);
@@ -1273,6 +1283,10 @@ typedef struct ck_replay_row {
     uint64_t tokens_after;   /* the view sent */
     double ratio_before;     /* tokens_before / context_window */
     double ratio_after;      /* tokens_after / context_window */
+    uint64_t prefix_kept;    /* tokens of the view that are a prefix of the call before's view,
+                                and */
+    uint64_t prefix_broken;  /* tokens of the call before's view after that prefix (see
+                                ck_compaction_cache()) */
     ck_tier tier;            /* the tier this call's compaction chose */
     size_t compaction;       /* 1-based number of the compaction this call made (an audit
                                 record written), 0 when the view needed no change */
@@ -1305,6 +1319,9 @@ typedef struct ck_replay_total {
     size_t offloaded;                   /* outputs moved to the evidence store */
     uint64_t tokens_sent;               /* tokens_after summed over the calls: sent with ctxkeel */
     uint64_t tokens_without;            /* history_tokens summed: sent without ctxkeel */
+    uint64_t prefix_kept;               /* prefix_kept summed: tokens a prompt cache can hold */
+    size_t prefix_breaks;               /* calls after the first whose view changed a message
+                                           of the call before's (prefix_broken > 0) */
     double peak_ratio;                  /* the largest ratio_after */
     double peak_ratio_without;          /* the largest history_tokens / context_window */
     size_t over_window_without;         /* calls whose whole history exceeds the window: a

@@ -401,6 +401,11 @@ static void cli_totals(const cli_options *o, const ck_replay *r, int extractive)
            extractive && t.summary_calls ? ", answered by the built-in extractive summarizer "
                                            "without a model"
                                          : "");
+    printf("prompt cache:    %llu of those tokens (%.0f%%) were a prefix of the call before's "
+           "view; the prefix changed at %zu of %zu calls\n",
+           (unsigned long long)t.prefix_kept,
+           t.tokens_sent ? 100.0 * (double)t.prefix_kept / (double)t.tokens_sent : 0.0,
+           t.prefix_breaks, t.calls);
 }
 
 static int cli_write_file(const char *path, const char *text, size_t len) {

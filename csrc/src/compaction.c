@@ -61,6 +61,11 @@ const ck_view *ck_compaction_view(const ck_compaction *c) { return c ? c->view :
 uint64_t ck_compaction_tokens_before(const ck_compaction *c) { return c ? c->tokens_before : 0; }
 uint64_t ck_compaction_tokens_after(const ck_compaction *c) { return c ? c->tokens_after : 0; }
 
+void ck_compaction_cache(const ck_compaction *c, uint64_t *prefix_kept, uint64_t *prefix_broken) {
+    if (prefix_kept) *prefix_kept = c && c->finished ? c->prefix_kept : 0;
+    if (prefix_broken) *prefix_broken = c && c->finished ? c->prefix_broken : 0;
+}
+
 double ck_compaction_ratio_before(const ck_compaction *c) {
     return c ? ck__ratio(&c->owner->opt, c->tokens_before, c->factor) : 0;
 }
@@ -86,6 +91,7 @@ void ck_compaction_free(ck_compaction *c) {
     ck_history_free(c->fixed);
     ck_view_free(c->repair);
     ck__free(c->tok);
+    ck__free(c->key);
     ck__free(c->cls);
     ck__free(c->subst);
     ck__free(c->subst_len);
@@ -1064,6 +1070,7 @@ static int compaction_measure(ck_compaction *c) {
     const ck_history *h = c->h;
     size_t n = h->n_msgs, n_parts = h->n_parts ? h->n_parts : 1;
     if (!(c->tok = ck__malloc((n ? n : 1) * sizeof *c->tok)) ||
+        !(c->key = ck__malloc((n ? n : 1) * sizeof *c->key)) ||
         !(c->cls = ck__calloc(n ? n : 1, 1)) ||
         !(c->subst = ck__calloc(n_parts, sizeof *c->subst)) ||
         !(c->subst_len = ck__calloc(n_parts, sizeof *c->subst_len)) ||
@@ -1084,8 +1091,8 @@ static int compaction_measure(ck_compaction *c) {
         if (ck__is_result_carrier(h, i) || (h->msgs[i].flags & CK_MSG_JOINED)) k |= CK__M_CARRIER;
         if (r == CK_ROLE_ASSISTANT) k |= CK__M_ASSISTANT;
         c->cls[i] = k;
-        c->tok[i] = ck__tokcache_parts(&self->tokcache, ck__msg_parts(h, i), sizeof(ck_part),
-                                       h->msgs[i].n_parts);
+        c->tok[i] = ck__tokcache_parts_key(&self->tokcache, ck__msg_parts(h, i), sizeof(ck_part),
+                                           h->msgs[i].n_parts, &c->key[i]);
     }
     return CK_OK;
 }
@@ -1250,6 +1257,52 @@ static uint64_t compaction_view_tokens(ck_compaction *c, const ck_view *v) {
     return t;
 }
 
+/* Per message of view v: a hash of its role and content, and its cost, into new arrays. */
+static int compaction_sent(ck_compaction *c, const ck_view *v, uint64_t **keys, uint64_t **toks) {
+    size_t n = ck_view_count(v);
+    *keys = ck__malloc((n ? n : 1) * sizeof **keys);
+    *toks = ck__malloc((n ? n : 1) * sizeof **toks);
+    if (!*keys || !*toks) {
+        ck__free(*keys);
+        ck__free(*toks);
+        *keys = *toks = NULL;
+        return CK_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ck_out_msg m;
+        if (ck_view_get(v, i, &m) != CK_OK) return CK_EINVAL; /* (n is the view's count) */
+        uint64_t key;
+        if (m.op == CK_OP_KEEP) {
+            key = c->key[m.src];
+            (*toks)[i] = c->tok[m.src];
+        } else {
+            (*toks)[i] = ck__tokcache_parts_key(&c->owner->tokcache, &m.parts[0].part,
+                                                sizeof m.parts[0], m.n_parts, &key);
+        }
+        (*keys)[i] = ck__hash_combine(key, (uint64_t)m.role + 1);
+    }
+    return CK_OK;
+}
+
+/* How much of the view sent last time the new one keeps as its prefix (the tokens of the
+ * longest run of equal leading messages), and how much of it is sent again (the rest of the
+ * last view); the new view then becomes the last one. */
+static void compaction_compare_sent(ck_compaction *c, uint64_t *keys, uint64_t *toks, size_t n) {
+    ck_compactor *self = c->owner;
+    size_t k = 0;
+    uint64_t kept = 0, broken = 0;
+    for (; k < n && k < self->n_sent && keys[k] == self->sent_key[k]; k++)
+        kept = ck__tok_add(kept, toks[k]);
+    for (size_t i = k; i < self->n_sent; i++) broken = ck__tok_add(broken, self->sent_tok[i]);
+    c->prefix_kept = kept;
+    c->prefix_broken = broken;
+    ck__free(self->sent_key);
+    ck__free(self->sent_tok);
+    self->sent_key = keys;
+    self->sent_tok = toks;
+    self->n_sent = n;
+}
+
 static int compaction_anchors_usable(const ck_anchors *a) {
     size_t len = 0;
     for (int k = 0; k < CK_ANCHOR_COUNT; k++)
@@ -1395,6 +1448,11 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
                                "need that much",
                             (unsigned long long)ck__scaled(c->tokens_after, c->factor),
                             (unsigned long long)ck__scaled(c->lim.target, c->factor));
+    /* The view as sent, per message, in the repaired history's terms (before the repair's
+     * composition, which maps it back onto the host's list). */
+    uint64_t *sent_key = NULL, *sent_tok = NULL;
+    size_t n_sent = view ? ck_view_count(view) : 0;
+    if (!rc && view) rc = compaction_sent(c, view, &sent_key, &sent_tok);
     if (!rc && c->fixed) {
         ck_view *composed = NULL;
         rc = ck__view_compose(view, c->repair, c->src, &composed);
@@ -1403,9 +1461,12 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     }
     if (rc) {
         ck_view_free(view);
+        ck__free(sent_key);
+        ck__free(sent_tok);
         return ck__fail(err, rc, NULL, CK_NONE, NULL);
     }
     /* From here on the owner's state changes. */
+    compaction_compare_sent(c, sent_key, sent_tok, n_sent);
     ck__state *own = &self->st;
     if (c->reset) {
         ck__state taken = c->fresh;

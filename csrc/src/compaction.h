@@ -28,6 +28,10 @@ struct ck_compactor {
     ck__strs tool_refs; /* with a backend: refs stored by ck_compactor_offload() */
     ck__tokcache tokcache;
     ck__state st;
+    /* The view the last compaction returned, per message: a hash of its role and content, and
+     * its cost (what the provider may hold as a cached prefix). In memory only. */
+    uint64_t *sent_key, *sent_tok;
+    size_t n_sent;
     char *resume_note; /* why the audit log could not be resumed, for the next record */
 };
 
@@ -56,6 +60,7 @@ struct ck_compaction {
     ck__limits lim;
     uint64_t tool_tokens, tokens_before, tokens_after, view_before;
     uint64_t overflow_need; /* the smallest view planned, when it exceeds the window */
+    uint64_t prefix_kept, prefix_broken; /* against the last view sent (ck_compaction_cache) */
     size_t base;     /* first message not covered by the state's checkpoint */
     size_t marker;   /* a checkpoint of ours written back into the history, or CK_NONE */
     size_t task;     /* the first user message (pinned unless the options say not), or CK_NONE */
@@ -66,6 +71,7 @@ struct ck_compaction {
     uint64_t cp_plan; /* the checkpoint's planned cost, an upper bound of the real one */
     /* Per message of h. */
     uint64_t *tok;       /* cost with this compaction's substitutions applied */
+    uint64_t *key;       /* content hash of the message as read (its token cache key) */
     unsigned char *cls;  /* CK__M_* */
     /* Per part of h: the text that replaces it in the view (a placeholder or an excerpt). */
     char **subst;

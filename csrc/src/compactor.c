@@ -198,6 +198,8 @@ void ck_compactor_free(ck_compactor *self) {
     for (size_t k = 0; k < self->n_retention; k++) ck__free((char *)self->retention[k].tool);
     ck__strs_dispose(&self->tool_refs);
     ck__tokcache_dispose(&self->tokcache);
+    ck__free(self->sent_key);
+    ck__free(self->sent_tok);
     ck__free(self->retention);
     ck__free(self->session_id);
     ck__free(self->store_dir);

@@ -98,6 +98,13 @@ int ck__record_build(ck_compaction *c, const unsigned char *key, size_t key_len)
     ck__jw_u64(&w, c->src->n_msgs);
     ck__jw_keys(&w, "msgs_after");
     ck__jw_u64(&w, ck_view_count(c->view));
+    ck__jw_keys(&w, "cache");
+    ck__jw_begin_object(&w);
+    ck__jw_keys(&w, "prefix_kept");
+    ck__jw_u64(&w, c->prefix_kept);
+    ck__jw_keys(&w, "prefix_broken");
+    ck__jw_u64(&w, c->prefix_broken);
+    ck__jw_end_object(&w);
     ck__jw_keys(&w, "summarized");
     ck__jw_u64(&w, compacted ? c->summarized : 0);
     ck__jw_keys(&w, "preserved_tail");

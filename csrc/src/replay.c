@@ -280,6 +280,7 @@ int ck_replay_run(ck_compactor *compactor, const ck_history *history, ck_summari
         row.tokens_after = ck_compaction_tokens_after(c);
         row.ratio_before = (double)row.tokens_before / (double)r->window;
         row.ratio_after = (double)row.tokens_after / (double)r->window;
+        ck_compaction_cache(c, &row.prefix_kept, &row.prefix_broken);
         row.tier = ck_compaction_tier(c);
         row.summary_calls = s.calls - calls_before;
         row.summary_tokens = s.tokens - tokens_before_call;
@@ -356,6 +357,8 @@ void ck_replay_totals(const ck_replay *self, ck_replay_total *out) {
         out->offloaded += row->offloaded;
         out->tokens_sent += row->tokens_after;
         out->tokens_without += row->history_tokens;
+        out->prefix_kept += row->prefix_kept;
+        out->prefix_breaks += row->prefix_broken > 0;
         out->over_window_without += row->history_tokens > self->window;
         if (row->ratio_after > out->peak_ratio) out->peak_ratio = row->ratio_after;
         if (ratio_history > out->peak_ratio_without) out->peak_ratio_without = ratio_history;

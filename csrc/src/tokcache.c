@@ -63,7 +63,13 @@ static uint64_t tokcache_key(const ck_part *parts, size_t stride, size_t n) {
 }
 
 uint64_t ck__tokcache_parts(ck__tokcache *tc, const ck_part *parts, size_t stride, size_t n) {
-    uint64_t key = tokcache_key(parts, stride, n);
+    uint64_t key;
+    return ck__tokcache_parts_key(tc, parts, stride, n, &key);
+}
+
+uint64_t ck__tokcache_parts_key(ck__tokcache *tc, const ck_part *parts, size_t stride, size_t n,
+                                uint64_t *key_out) {
+    uint64_t key = *key_out = tokcache_key(parts, stride, n);
     if (tc->cap) {
         const struct ck__tokslot *slot = tokcache_slot(tc, key);
         if (slot->key == key) return slot->tokens;

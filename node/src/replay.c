@@ -157,6 +157,8 @@ static napi_value replay_row(napi_env env, const ck_replay_row *row) {
         replay_set(env, obj, "tokensAfter", replay_number(env, (double)row->tokens_after)) ||
         replay_set(env, obj, "ratioBefore", replay_number(env, row->ratio_before)) ||
         replay_set(env, obj, "ratioAfter", replay_number(env, row->ratio_after)) ||
+        replay_set(env, obj, "prefixKept", replay_number(env, (double)row->prefix_kept)) ||
+        replay_set(env, obj, "prefixBroken", replay_number(env, (double)row->prefix_broken)) ||
         replay_set(env, obj, "tier", ckjs_string(env, tier, strlen(tier))) ||
         replay_set(env, obj, "compaction", replay_number(env, (double)row->compaction)) ||
         replay_set(env, obj, "summarized", replay_number(env, (double)row->summarized)) ||
@@ -192,6 +194,8 @@ static napi_value replay_totals(napi_env env, const ck_replay *r) {
         replay_set(env, obj, "offloaded", replay_number(env, (double)t.offloaded)) ||
         replay_set(env, obj, "tokensSent", replay_number(env, (double)t.tokens_sent)) ||
         replay_set(env, obj, "tokensWithout", replay_number(env, (double)t.tokens_without)) ||
+        replay_set(env, obj, "prefixKept", replay_number(env, (double)t.prefix_kept)) ||
+        replay_set(env, obj, "prefixBreaks", replay_number(env, (double)t.prefix_breaks)) ||
         replay_set(env, obj, "peakRatio", replay_number(env, t.peak_ratio)) ||
         replay_set(env, obj, "peakRatioWithout", replay_number(env, t.peak_ratio_without)) ||
         replay_set(env, obj, "overWindowWithout",

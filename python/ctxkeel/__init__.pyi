@@ -137,6 +137,10 @@ class Archive(TypedDict):
     first: int
     end: int
 
+class RecordCache(TypedDict):
+    prefix_kept: int  # tokens of the view that are a prefix of the view returned before
+    prefix_broken: int  # tokens of that earlier view after the prefix (re-sent or gone)
+
 class CompactionRecord(TypedDict, total=False):
     """One line of <store_dir>/compactions/<session_id>.jsonl (DESIGN section 8)."""
 
@@ -149,6 +153,7 @@ class CompactionRecord(TypedDict, total=False):
     ratio_before: float
     ratio_after: float
     window: int
+    cache: RecordCache
     msgs_before: int
     msgs_after: int
     summarized: int
@@ -359,6 +364,8 @@ class ReplayRow(TypedDict):
     tokens_after: int  # the view sent
     ratio_before: float
     ratio_after: float
+    prefix_kept: int  # tokens of the view that are a prefix of the call before's view
+    prefix_broken: int  # tokens of the call before's view after that prefix
     tier: Tier
     compaction: int  # its number, 0 when the view needed no change
     summarized: int
@@ -380,6 +387,8 @@ class ReplayTotals(TypedDict):
     offloaded: int
     tokens_sent: int
     tokens_without: int
+    prefix_kept: int  # summed over the calls: tokens a prompt cache can hold
+    prefix_breaks: int  # calls whose view changed a message of the call before's
     peak_ratio: float
     peak_ratio_without: float
     over_window_without: int

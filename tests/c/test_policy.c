@@ -392,6 +392,9 @@ TEST(random_sessions_stay_bounded) {
 typedef struct rhythm {
     double fraction;
     int compactions, calls, thrash, forced;
+    int breaks, silent_breaks; /* calls whose view changed the last one's prefix; of them,
+                                  calls that wrote no record */
+    uint64_t sent, kept;       /* tokens sent; of them, a prefix of the view before */
 } rhythm;
 
 /* Replays a transcript as an agent loop at a window of `fraction` of its tokens: a compaction
@@ -435,6 +438,18 @@ static void replay_rhythm(void *ctx, const char *name, const char *text, size_t 
             r->calls++;
             check_bounds(c, h, window);
             const char *rec = ck_compaction_record(c, NULL);
+            uint64_t kept, broken;
+            ck_compaction_cache(c, &kept, &broken);
+            OK(kept <= ck_compaction_tokens_after(c));
+            r->sent += ck_compaction_tokens_after(c);
+            r->kept += kept;
+            r->breaks += broken > 0;
+            if (broken && !rec) {
+                r->silent_breaks++;
+                fprintf(stderr, "    %s at %.0f%%, message %zu: the view changed %llu tokens "
+                                "of the last one without a compaction\n",
+                        name, r->fraction * 100, m, (unsigned long long)broken);
+            }
             int folded = rec && ck_compaction_tier(c) >= CK_TIER_SOFT &&
                          !strstr(rec, "\"summarized\":0,");
             if (folded) {
@@ -463,12 +478,18 @@ static void replay_rhythm(void *ctx, const char *name, const char *text, size_t 
 TEST(corpus_replays_never_thrash) {
     const double fractions[] = {0.15, 0.25, 0.35, 0.60};
     for (size_t f = 0; f < sizeof fractions / sizeof *fractions; f++) {
-        rhythm r = {fractions[f], 0, 0, 0, 0};
+        rhythm r;
+        memset(&r, 0, sizeof r);
+        r.fraction = fractions[f];
         if (h_each_corpus("corpus_replays_never_thrash", replay_rhythm, &r) < 0) return;
         INT_EQ(r.thrash, 0);
+        /* The view's prefix changes only where a compaction is recorded. */
+        INT_EQ(r.silent_breaks, 0);
         printf("  %.0f%% of each session: %d model calls, %d compactions, %d forced by the "
-               "bound\n",
-               fractions[f] * 100, r.calls, r.compactions, r.forced);
+               "bound; prefix changed at %d calls, %.0f%% of the tokens sent a prefix of the "
+               "view before\n",
+               fractions[f] * 100, r.calls, r.compactions, r.forced, r.breaks,
+               r.sent ? 100.0 * (double)r.kept / (double)r.sent : 0.0);
         OK(r.calls > 0);
         if (fractions[f] < 0.5) OK(r.compactions > 0);
     }

@@ -57,6 +57,14 @@ describe('replay', () => {
     for (const row of r.rows) {
       assert.ok(row.tokensAfter <= row.tokensBefore);
       assert.equal(row.ratioAfter, row.tokensAfter / 6000);
+      // The prompt cache: the view's prefix changes only where a compaction is recorded.
+      assert.ok(row.prefixKept <= row.tokensAfter);
+      if (row.compaction) {
+        assert.deepEqual(row.record.cache,
+          { prefix_kept: row.prefixKept, prefix_broken: row.prefixBroken });
+      } else {
+        assert.equal(row.prefixBroken, 0);
+      }
       if (row.compaction) {
         assert.equal(row.record.tier, row.tier);
         assert.ok(row.action.startsWith(`>> compaction ${row.compaction}:`));
@@ -69,6 +77,10 @@ describe('replay', () => {
       ck.estimateTokens(messages.slice(0, r.rows[0].messages)));
     assert.equal(r.totals.tokensSent, r.rows.reduce((s, row) => s + row.tokensAfter, 0));
     assert.ok(r.totals.tokensSent < r.totals.tokensWithout);
+    assert.equal(r.rows[0].prefixKept + r.rows[0].prefixBroken, 0);
+    assert.equal(r.totals.prefixKept, r.rows.reduce((s, row) => s + row.prefixKept, 0));
+    assert.ok(r.totals.prefixKept > 0);
+    assert.equal(r.totals.prefixBreaks, r.rows.filter((row) => row.prefixBroken > 0).length);
     const svg = r.toSvg();
     assert.ok(svg.startsWith('<svg xmlns=') && svg.endsWith('</svg>\n'));
     assert.equal(svg.split('<circle').length - 1, r.totals.compactions);
@@ -86,6 +98,7 @@ describe('replay', () => {
     assert.deepEqual(printed, r.rows.map((row) => [row.call, row.messages, row.historyTokens,
       row.tokensBefore, row.tokensAfter]));
     assert.ok(out.stdout.includes(`with ctxkeel:    ${r.totals.tokensSent} tokens sent`));
+    assert.ok(out.stdout.includes(`prompt cache:    ${r.totals.prefixKept} of those tokens`));
   });
 
   it('checks its arguments', () => {

@@ -48,6 +48,13 @@ def test_one_row_per_model_call(tmp_path):
         assert row["tokens_after"] <= row["tokens_before"]
         assert row["ratio_after"] == row["tokens_after"] / 6000
         assert row["tier"] in ("none", "warn", "soft", "full", "emergency")
+        # The prompt cache: the view's prefix changes only where a compaction is recorded.
+        assert row["prefix_kept"] <= row["tokens_after"]
+        if row["compaction"]:
+            assert row["record"]["cache"] == {"prefix_kept": row["prefix_kept"],
+                                              "prefix_broken": row["prefix_broken"]}
+        else:
+            assert row["prefix_broken"] == 0
         if row["compaction"]:
             assert row["record"]["tier"] == row["tier"]
             assert row["record"]["tokens_after"] == row["tokens_after"]
@@ -61,6 +68,9 @@ def test_one_row_per_model_call(tmp_path):
     assert totals["tokens_sent"] == sum(row["tokens_after"] for row in r.rows)
     assert totals["tokens_without"] == sum(row["history_tokens"] for row in r.rows)
     assert totals["tokens_sent"] < totals["tokens_without"]
+    assert r.rows[0]["prefix_kept"] == r.rows[0]["prefix_broken"] == 0  # nothing sent before
+    assert 0 < totals["prefix_kept"] == sum(row["prefix_kept"] for row in r.rows)
+    assert totals["prefix_breaks"] == sum(row["prefix_broken"] > 0 for row in r.rows) > 0
     assert sum(totals["per_tier"].values()) == calls
     assert "compactions=%d" % len(numbers) in repr(r)
 
@@ -83,6 +93,7 @@ def test_rows_are_what_the_command_prints(tmp_path):
              row["tokens_after"]) for row in r.rows]
     assert printed == rows
     assert ("with ctxkeel:    %d tokens sent" % r.totals["tokens_sent"]) in out
+    assert ("prompt cache:    %d of those tokens" % r.totals["prefix_kept"]) in out
     assert [row["tier"] for row in r.rows] == re.findall(
         r"^ *\d+ +\d+ +\d+ +\d+ +\d+ +[\d.]+ +[\d.]+  (\w+)", out, re.M)
 

@@ -30,13 +30,16 @@ static PyObject *replay_row(const ck_module_state *st, const ck_replay_row *row)
     PyObject *placeholder = replay_text(row->placeholder, row->placeholder_len);
     if (action && checkpoint && placeholder)
         dict = Py_BuildValue(
-            "{s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:O,s:n,s:n,s:n,s:n,s:K,s:O,s:O,s:O,s:O,s:O}",
+            "{s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:K,s:K,s:O,s:n,s:n,s:n,s:n,s:K,s:O,s:O,s:O,s:O,"
+            "s:O}",
             "call", (Py_ssize_t)row->call, "messages", (Py_ssize_t)row->messages,
             "view_messages", (Py_ssize_t)row->view_messages, "history_tokens",
             (unsigned long long)row->history_tokens, "tokens_before",
             (unsigned long long)row->tokens_before, "tokens_after",
             (unsigned long long)row->tokens_after, "ratio_before", row->ratio_before,
-            "ratio_after", row->ratio_after, "tier", st->tier_names[row->tier], "compaction",
+            "ratio_after", row->ratio_after, "prefix_kept", (unsigned long long)row->prefix_kept,
+            "prefix_broken", (unsigned long long)row->prefix_broken, "tier",
+            st->tier_names[row->tier], "compaction",
             (Py_ssize_t)row->compaction, "summarized", (Py_ssize_t)row->summarized, "offloaded",
             (Py_ssize_t)row->offloaded, "summary_calls", (Py_ssize_t)row->summary_calls,
             "summary_tokens", (unsigned long long)row->summary_tokens, "fallback",
@@ -53,7 +56,7 @@ static PyObject *replay_totals(const ck_replay *r) {
     ck_replay_total t;
     ck_replay_totals(r, &t);
     return Py_BuildValue(
-        "{s:n,s:{s:n,s:n,s:n,s:n,s:n},s:n,s:n,s:K,s:n,s:K,s:K,s:d,s:d,s:n,s:n}", "calls",
+        "{s:n,s:{s:n,s:n,s:n,s:n,s:n},s:n,s:n,s:K,s:n,s:K,s:K,s:K,s:n,s:d,s:d,s:n,s:n}", "calls",
         (Py_ssize_t)t.calls, "per_tier", "none", (Py_ssize_t)t.per_tier[CK_TIER_NONE], "warn",
         (Py_ssize_t)t.per_tier[CK_TIER_WARN], "soft", (Py_ssize_t)t.per_tier[CK_TIER_SOFT],
         "full", (Py_ssize_t)t.per_tier[CK_TIER_FULL], "emergency",
@@ -61,7 +64,8 @@ static PyObject *replay_totals(const ck_replay *r) {
         "summary_calls", (Py_ssize_t)t.summary_calls, "summary_tokens",
         (unsigned long long)t.summary_tokens, "offloaded", (Py_ssize_t)t.offloaded,
         "tokens_sent", (unsigned long long)t.tokens_sent, "tokens_without",
-        (unsigned long long)t.tokens_without, "peak_ratio", t.peak_ratio, "peak_ratio_without",
+        (unsigned long long)t.tokens_without, "prefix_kept", (unsigned long long)t.prefix_kept,
+        "prefix_breaks", (Py_ssize_t)t.prefix_breaks, "peak_ratio", t.peak_ratio, "peak_ratio_without",
         t.peak_ratio_without, "over_window_without", (Py_ssize_t)t.over_window_without,
         "first_over_without", (Py_ssize_t)t.first_over_without);
 }
