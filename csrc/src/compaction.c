@@ -29,6 +29,7 @@
 #define EXCERPT_KEEP 2048
 #define EXCERPT_MINIMAL 256
 #define EXCERPT_TINY 64 /* the floor ck__render_excerpt keeps */
+#define WARN_MIN_GAIN_DIV 20 /* warn-tier offloads wait until they free window / this */
 
 /* ---- notes ---- */
 
@@ -466,23 +467,44 @@ static int compaction_known_substs(ck_compaction *c, size_t from, size_t to) {
     return CK_OK;
 }
 
+/* True for part g (of message i) when it is an output above the offload gate that is still
+ * in the view whole. */
+static int compaction_offloadable(const ck_compaction *c, size_t g) {
+    const ck_part *p = &c->h->parts[g];
+    return p->kind == CK_PART_TOOL_RESULT && p->id_len && !c->subst[g] &&
+           p->text_len > c->owner->opt.offload_threshold &&
+           !ck__is_placeholder(p->text, p->text_len);
+}
+
 /* Offloads the outputs of [from, to) above the compaction gate (warn and above). */
 static int compaction_offload_range(ck_compaction *c, size_t from, size_t to) {
     const ck_history *h = c->h;
     for (size_t i = from; i < to; i++) {
-        const ck_part *parts = ck__msg_parts(h, i);
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
-            const ck_part *p = &parts[k];
             size_t g = h->msgs[i].first_part + k;
-            if (p->kind != CK_PART_TOOL_RESULT || !p->id_len || c->subst[g] ||
-                p->text_len <= c->owner->opt.offload_threshold ||
-                ck__is_placeholder(p->text, p->text_len))
-                continue;
+            if (!compaction_offloadable(c, g)) continue;
             int done, rc = compaction_offload_part(c, i, g, CK__SUB_WARN, &done);
             if (rc) return rc;
         }
     }
     return CK_OK;
+}
+
+/* About what offloading the outputs of [from, to) would free, without doing it: a quarter of
+ * their bytes, less a placeholder's cost each. */
+#define WARN_PLACEHOLDER_TOKENS 80
+static uint64_t compaction_offload_gain(const ck_compaction *c, size_t from, size_t to) {
+    const ck_history *h = c->h;
+    uint64_t gain = 0;
+    for (size_t i = from; i < to; i++) {
+        for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
+            size_t g = h->msgs[i].first_part + k;
+            if (!compaction_offloadable(c, g)) continue;
+            gain = ck__tok_add(gain, ck__tok_sub(h->parts[g].text_len / 4,
+                                                 WARN_PLACEHOLDER_TOKENS));
+        }
+    }
+    return gain;
 }
 
 /* The parts of [from, n) that could still be made smaller, in the order they give way:
@@ -1141,7 +1163,13 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
     c->view_before = c->tokens_before;
     c->tier = ck__tier_for(&c->lim, c->tokens_before);
     c->cut = c->base;
-    if (c->tier >= CK_TIER_WARN) rc = compaction_offload_range(c, c->base, c->tail);
+    /* Every change to what was sent re-bills the provider's cached prefix after it, so the
+     * warn tier's offloads wait until together they free a twentieth of the window (a
+     * compaction at soft or above takes them at once). */
+    if (c->tier > CK_TIER_WARN ||
+        (c->tier == CK_TIER_WARN && compaction_offload_gain(c, c->base, c->tail) >=
+                                        self->opt.context_window / WARN_MIN_GAIN_DIV))
+        rc = compaction_offload_range(c, c->base, c->tail);
     if (!rc && c->tier >= CK_TIER_SOFT) {
         rc = compaction_plan(c);
         /* The very same fold was tried on this history and did not shrink the view: asking the

@@ -324,6 +324,48 @@ TEST(excerpt_keeps_the_rules_it_leaves_out) {
     free(paste);
 }
 
+/* Warn-tier offloads wait until together they free a twentieth of the window: one output
+ * just over the gate stays (the view's cached prefix is not broken for ~1,400 tokens), five
+ * go together. */
+TEST(warn_offloads_are_batched) {
+    char *big = output(6000, "OUT", 5), *filler = output(3000, "NOTE", 6);
+    for (int outs = 1; outs <= 5; outs += 4) {
+        hist b = hist_new();
+        add_text(&b, CK_ROLE_SYSTEM, "You are a coding agent.");
+        add_text(&b, CK_ROLE_USER, "Fix the build.");
+        for (int j = 0; j < outs; j++) {
+            char id[16];
+            snprintf(id, sizeof id, "w%d", j);
+            add_call(&b, id, "bash", "{}", big);
+        }
+        /* Text up to about 65% of a 100,000-token window (chars/4). */
+        for (int j = 0; j < 86 - 2 * outs; j++)
+            add_text(&b, j % 2 ? CK_ROLE_ASSISTANT : CK_ROLE_USER, filler);
+        ck_compactor *k = make(100000, outs == 1 ? "warn-one" : "warn-five", CK_EST_CHARS4);
+        ck_compaction *c = NULL;
+        ck_error err;
+        INT_EQ(ck_compactor_compact(k, b.h, 0, NULL, NULL, &c, &err), CK_OK);
+        INT_EQ(ck_compaction_tier(c), CK_TIER_WARN);
+        const char *rec = ck_compaction_record(c, NULL);
+        if (outs == 1) {
+            OK(rec == NULL);
+            OK(view_has(ck_compaction_view(c), b.h, "OUT"));
+        } else {
+            OK(rec != NULL);
+            for (int j = 0; j < outs; j++) {
+                char want[48];
+                snprintf(want, sizeof want, "{\"tool_call_id\":\"w%d\"", j);
+                OK(rec && strstr(rec, want));
+            }
+        }
+        ck_compaction_free(c);
+        ck_compactor_free(k);
+        hist_free(&b);
+    }
+    free(big);
+    free(filler);
+}
+
 /* Only the pinned messages alone over the window fail, and the error says what they need. */
 TEST(overflow_only_for_pinned) {
     hist b = hist_new();
@@ -1068,6 +1110,7 @@ static void teardown(void) { h_remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(huge_newest_output_fits) RUN(emergency_keeps_placeholdered_turns)
                  RUN(long_newest_message_is_excerpted) RUN(excerpt_keeps_the_rules_it_leaves_out)
+                 RUN(warn_offloads_are_batched)
                  RUN(overflow_only_for_pinned)
                      RUN(random_sessions_stay_bounded) RUN(corpus_replays_never_thrash)
                          RUN(canaries_survive_a_forgetful_summarizer)
