@@ -198,3 +198,46 @@ def test_reentrant_key_comparison_is_safe():
     message = {"role": "user", Sneaky(): 1, "content": "outer"}
     assert ctxkeel.check_pairs([message]) == []
     assert ctxkeel.estimate_tokens([message], estimator="chars4") == 2
+
+
+class Boom(Exception):
+    pass
+
+
+def test_an_exception_while_reading_is_raised_as_it_is():
+    # A key whose __eq__ raises while the core looks a field up: the very exception comes out
+    # once the core has returned, not an InputError about it, and nothing else is reported.
+    class Raising:
+        armed = False
+
+        def __hash__(self):
+            return hash("content")
+
+        def __eq__(self, other):
+            if Raising.armed:
+                raise Boom("from __eq__")
+            return False
+
+    messages = [u("fine"), {"role": "user", Raising(): 1, "content": "x"}]
+    Raising.armed = True
+    for func in (ctxkeel.check_pairs, ctxkeel.repair_pairs, ctxkeel.estimate_tokens):
+        with pytest.raises(Boom, match="from __eq__") as info:
+            func(messages)
+        assert info.value.__cause__ is None
+
+
+def test_an_exception_of_the_json_encoder_is_raised_as_it_is(tmp_path):
+    # Arguments given as a mapping the encoder cannot walk (its items() raises): not a value
+    # JSON cannot express, so not an InputError; the host's own exception.
+    class Mapping(dict):
+        def items(self):
+            raise Boom("from items")
+
+    call = {"id": "a", "type": "function", "function": {"name": "f", "arguments": Mapping(x=1)}}
+    messages = [u(), asst_calls(call), {"role": "tool", "tool_call_id": "a", "content": "r"}]
+    with pytest.raises(Boom, match="from items"):
+        ctxkeel.check_pairs(messages)
+    c = ctxkeel.Compactor(1000, store_dir=str(tmp_path))
+    with pytest.raises(Boom):
+        c.compact(messages)
+    assert c.compact([u()]).messages[0] == u()  # the compactor is usable afterwards

@@ -142,6 +142,11 @@ typedef struct ck_py_history {
     PyObject *bad_str;  /* the str that could not be encoded */
     PyObject *bad_exc;  /* its UnicodeEncodeError, or the JSON encoder's error */
     int json_failed;    /* a value could not be serialized as JSON */
+    /* The key objects lookups use: the module's interned ones, or equal exact strs from the
+     * first dicts read (pinned); see values.c. */
+    PyObject *keys[CK_KEY_COUNT];
+    PyObject *last_dict; /* the dict whose keys were learnt last (never dereferenced) */
+    int dicts_met;
     int single;         /* read from one message dict: places start with "message" */
     ck_format format;   /* the dialect the messages were read in */
 } ck_py_history;

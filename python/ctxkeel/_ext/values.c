@@ -81,12 +81,47 @@ static ck_value_kind py_kind(void *ctx, ck_value v) {
     return CK_VALUE_OTHER;
 }
 
+/*
+ * A lookup finds the entry by hash and then compares the dict's key object with ours: at once
+ * when they are the same object, else by their text. json.loads gives all the dicts of one
+ * document the same key objects, its own rather than the interned ones that a dict display in
+ * Python code uses. So the reader looks keys up with the key objects of the first dicts it
+ * reads, when they are exact strs with a key's text: an exact str with the same text finds the
+ * same entry in any dict, so this changes no result, only the cost (a third of reading a
+ * history that json.loads made, measured).
+ */
+#define LEARN_DICTS 16
+
+/* Adopts the key objects of `dict` that are exact strs with the text of a key (pinned, so that
+ * each stays what it is). PyDict_Next runs no Python code. */
+static int learn_keys(ck_py_history *ph, PyObject *dict) {
+    ph->dicts_met++;
+    ph->last_dict = dict;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(dict, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_IS_COMPACT_ASCII(k)) continue;
+        const char *text = (const char *)PyUnicode_DATA(k);
+        size_t len = (size_t)PyUnicode_GET_LENGTH(k);
+        for (int j = 0; j < CK_KEY_COUNT; j++) {
+            if (ph->keys[j] == k) break;
+            const char *name = ck_key_name((ck_key)j);
+            if (strlen(name) != len || memcmp(name, text, len) != 0) continue;
+            if (pin(ph, k)) return CK_ENOMEM;
+            ph->keys[j] = k;
+            break;
+        }
+    }
+    return CK_OK;
+}
+
 static int py_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
     ck_py_history *ph = ctx;
     PyObject *o = obj_of(v);
     *out = value_of(NULL);
     if (!o || !PyDict_Check(o) || (unsigned)key >= CK_KEY_COUNT) return 0;
-    PyObject *f = PyDict_GetItemWithError(o, ph->st->keys[key]);
+    if (ph->dicts_met < LEARN_DICTS && o != ph->last_dict && learn_keys(ph, o)) return CK_ENOMEM;
+    PyObject *f = PyDict_GetItemWithError(o, ph->keys[key]);
     if (!f) return PyErr_Occurred() ? values_keep(ph) : 0;
     /* Borrowed from the dict, which Python code could change before the core is done. */
     if (pin(ph, f)) return CK_ENOMEM;
@@ -180,6 +215,7 @@ static int py_json(void *ctx, ck_value v, const char **s, size_t *len) {
 int ck_py_history_init(ck_py_history *ph, ck_module_state *st) {
     memset(ph, 0, sizeof *ph);
     ph->st = st;
+    memcpy(ph->keys, st->keys, sizeof ph->keys);
     /* Every str is taken from a Python str through UTF-8 encoding, which never produces
      * invalid UTF-8 (a lone surrogate fails to encode instead), so the core need not check. */
     ph->h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
