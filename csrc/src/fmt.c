@@ -80,6 +80,14 @@ static int fmt_host_fail(ck__rd *rd, int rc) {
     return rc;
 }
 
+/* A string or json callback's status: an input error the core knows (a string the host
+ * cannot give as UTF-8, or over a limit; a value with no JSON) names the field being read. */
+static int fmt_host_fail_at(ck__rd *rd, int rc, const char *path) {
+    if (CK_IS_INPUT_ERROR(rc))
+        return ck__rd_fail(rd, rc, rc == CK_ETOOBIG ? CK__MSG_TOO_BIG : NULL, "%s", path);
+    return fmt_host_fail(rd, rc);
+}
+
 ck_value_kind ck__rd_kind(ck__rd *rd, ck_value v) { return rd->r->kind(rd->r->ctx, v); }
 
 int ck__rd_field(ck__rd *rd, ck_value obj, ck_key key, ck_value *out) {
@@ -104,7 +112,7 @@ int ck__rd_string(ck__rd *rd, ck_value v, const char **s, size_t *len, const cha
     if (ck__rd_kind(rd, v) != CK_VALUE_STRING)
         return ck__rd_fail(rd, CK_ETYPE, "expected a string", "%s", path);
     int rc = rd->r->string(rd->r->ctx, v, s, len);
-    if (rc < 0) return fmt_host_fail(rd, rc);
+    if (rc < 0) return fmt_host_fail_at(rd, rc, path);
     if (!*s) *s = "";
     return CK_OK;
 }
@@ -138,7 +146,7 @@ int ck__rd_text_or_json(ck__rd *rd, ck_value v, const char **s, size_t *len, con
         return CK_OK;
     }
     int rc = rd->r->json(rd->r->ctx, v, s, len);
-    if (rc < 0) return fmt_host_fail(rd, rc);
+    if (rc < 0) return fmt_host_fail_at(rd, rc, path);
     if (!*s) *s = "";
     return CK_OK;
 }
@@ -264,6 +272,9 @@ int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *l
                 *out = texts[j];
                 *len = lens[j];
             }
+    } else if (!rc && found > 1 && total > CK_MAX_STRING) {
+        /* Refused before a copy of that size is made; each piece was within the limit. */
+        rc = ck__rd_fail(rd, CK_ETOOBIG, CK__MSG_TOO_BIG, "%s", path);
     } else if (!rc && found > 1) {
         char *buf = ck_history_alloc(rd->h, total + 1);
         if (!buf) rc = ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);

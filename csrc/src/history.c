@@ -99,7 +99,7 @@ static int check_string(const ck_history *self, const char *s, size_t len, const
     size_t index = self->n_msgs - 1;
     if (!s && len) return ck__fail(err, CK_EINVAL, "NULL string with a length", index, "%s", field);
     if (len > CK_MAX_STRING)
-        return ck__fail(err, CK_ETOOBIG, "a string is larger than 256 MiB", index,
+        return ck__fail(err, CK_ETOOBIG, CK__MSG_TOO_BIG, index,
                         "messages[%zu].%s", index, field);
     if (self->flags & CK_HISTORY_TRUSTED_UTF8) return CK_OK;
     size_t ok = ck__utf8_valid_prefix(s, len);

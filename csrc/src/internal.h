@@ -15,6 +15,9 @@ int ck__fail(ck_error *err, int code, const char *msg, size_t index, const char 
 #endif
     ;
 
+/* What CK_ETOOBIG says for a string over CK_MAX_STRING. */
+#define CK__MSG_TOO_BIG "a string is larger than 256 MiB"
+
 /* Clears `err` to "no error" (code CK_OK, index CK_NONE). NULL is a no-op. */
 void ck__error_clear(ck_error *err);
 

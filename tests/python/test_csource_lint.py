@@ -85,7 +85,7 @@ def test_only_the_http_transfer_and_search_release_the_gil():
 
 
 def test_recursion_guard_is_used_where_messages_are_read():
-    path = os.path.join(EXT_DIR, "convert.c")
+    path = os.path.join(EXT_DIR, "values.c")
     if not os.path.exists(path):
         pytest.skip("binding sources not found")
     with open(path, encoding="utf-8") as f:

@@ -13,7 +13,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "data", "formats")
 CASES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "*", "*.json")))
 # The dialects this binding reads today; a case in another one is reported as skipped (by name),
 # never passed, until the binding reads through the core's format layer.
-BINDING_FORMATS = {"auto", "openai", "anthropic"}
+BINDING_FORMATS = {"auto", "openai", "anthropic", "responses", "gemini", "ai-sdk", "langchain"}
 
 
 def load(name):

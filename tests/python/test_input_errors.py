@@ -19,8 +19,8 @@ class Unserializable:
 
 # (name, messages, code, index, where, message text after the place)
 BAD = [
-    ("message_not_dict", [u(), 3], "CK_ETYPE", 1, "messages[1]", "expected a dict"),
-    ("message_is_list", [[u()]], "CK_ETYPE", 0, "messages[0]", "expected a dict"),
+    ("message_not_dict", [u(), 3], "CK_ETYPE", 1, "messages[1]", "expected an object"),
+    ("message_is_list", [[u()]], "CK_ETYPE", 0, "messages[0]", "expected an object"),
     ("missing_role", [u(), {"content": "x"}], "CK_EMISSING", 1, "messages[1].role",
      "required field is missing"),
     ("role_not_str", [{"role": 1, "content": "x"}], "CK_ETYPE", 0, "messages[0].role",
@@ -30,7 +30,7 @@ BAD = [
     ("content_dict", [u({"text": "x"})], "CK_ETYPE", 0, "messages[0].content",
      "expected a string, a list or null"),
     ("item_not_dict", [u([1])], "CK_ETYPE", 0, "messages[0].content[0]",
-     "expected a dict or a string"),
+     "expected an object"),
     ("item_type_missing", [u([{"text": "x"}])], "CK_EMISSING", 0, "messages[0].content[0].type",
      "required field is missing"),
     ("item_type_not_str", [u([{"type": 3}])], "CK_ETYPE", 0, "messages[0].content[0].type",
@@ -52,7 +52,7 @@ BAD = [
     ("tool_calls_not_list", [{"role": "assistant", "tool_calls": {"id": "a"}}], "CK_ETYPE", 0,
      "messages[0].tool_calls", "expected a list"),
     ("tool_call_not_dict", [asst_calls("a")], "CK_ETYPE", 0, "messages[0].tool_calls[0]",
-     "expected a dict"),
+     "expected an object"),
     ("tool_call_id_absent", [u(), asst_calls({"id": "a", "function": {"name": "f"}},
                                               {"function": {"name": "f"}})],
      "CK_EMISSING", 1, "messages[1].tool_calls[1].id", "required field is missing"),
@@ -61,7 +61,7 @@ BAD = [
     ("function_missing", [asst_calls({"id": "a"})], "CK_EMISSING", 0,
      "messages[0].tool_calls[0].function", "required field is missing"),
     ("function_not_dict", [asst_calls({"id": "a", "function": "f"})], "CK_ETYPE", 0,
-     "messages[0].tool_calls[0].function", "expected a dict"),
+     "messages[0].tool_calls[0].function", "expected an object"),
     ("function_name_missing", [asst_calls({"id": "a", "function": {"arguments": "{}"}})],
      "CK_EMISSING", 0, "messages[0].tool_calls[0].function.name", "required field is missing"),
     ("function_name_not_str", [asst_calls({"id": "a", "function": {"name": None}})], "CK_ETYPE",
@@ -88,8 +88,8 @@ BAD = [
      "CK_ETYPE", 0, "messages[0].content[1].content[0].text", "expected a string"),
     ("surrogate_in_content", [u("ok"), u("ab\ud800cd")], "CK_EUTF8", 1, "messages[1].content",
      "text is not valid UTF-8"),
-    ("surrogate_in_role", [{"role": "\udcff", "content": "x"}, u(), u("\udcff")], "CK_EUTF8", 2,
-     "messages[2].content", "text is not valid UTF-8"),
+    ("surrogate_in_role", [{"role": "\udcff", "content": "x"}, u(), u("\udcff")], "CK_EUTF8", 0,
+     "messages[0].role", "text is not valid UTF-8"),
     ("surrogate_in_item_text", [u([{"type": "text", "text": "\ud83d"}])], "CK_EUTF8", 0,
      "messages[0].content[0].text", "text is not valid UTF-8"),
     ("surrogate_in_call_id", [asst_calls({"id": "\udc80", "function": {"name": "f"}})],
@@ -198,3 +198,46 @@ def test_reentrant_key_comparison_is_safe():
     message = {"role": "user", Sneaky(): 1, "content": "outer"}
     assert ctxkeel.check_pairs([message]) == []
     assert ctxkeel.estimate_tokens([message], estimator="chars4") == 2
+
+
+class Boom(Exception):
+    pass
+
+
+def test_an_exception_while_reading_is_raised_as_it_is():
+    # A key whose __eq__ raises while the core looks a field up: the very exception comes out
+    # once the core has returned, not an InputError about it, and nothing else is reported.
+    class Raising:
+        armed = False
+
+        def __hash__(self):
+            return hash("content")
+
+        def __eq__(self, other):
+            if Raising.armed:
+                raise Boom("from __eq__")
+            return False
+
+    messages = [u("fine"), {"role": "user", Raising(): 1, "content": "x"}]
+    Raising.armed = True
+    for func in (ctxkeel.check_pairs, ctxkeel.repair_pairs, ctxkeel.estimate_tokens):
+        with pytest.raises(Boom, match="from __eq__") as info:
+            func(messages)
+        assert info.value.__cause__ is None
+
+
+def test_an_exception_of_the_json_encoder_is_raised_as_it_is(tmp_path):
+    # Arguments given as a mapping the encoder cannot walk (its items() raises): not a value
+    # JSON cannot express, so not an InputError; the host's own exception.
+    class Mapping(dict):
+        def items(self):
+            raise Boom("from items")
+
+    call = {"id": "a", "type": "function", "function": {"name": "f", "arguments": Mapping(x=1)}}
+    messages = [u(), asst_calls(call), {"role": "tool", "tool_call_id": "a", "content": "r"}]
+    with pytest.raises(Boom, match="from items"):
+        ctxkeel.check_pairs(messages)
+    c = ctxkeel.Compactor(1000, store_dir=str(tmp_path))
+    with pytest.raises(Boom):
+        c.compact(messages)
+    assert c.compact([u()]).messages[0] == u()  # the compactor is usable afterwards

@@ -263,7 +263,7 @@ def test_missing_result_gets_stub_anthropic():
     assert zone["content"][0] == {"type": "tool_result", "tool_use_id": "a", "content": STUB}
     # The string content becomes a text block after the results; unknown fields stay.
     assert zone["content"][1] == {"type": "text", "text": "next"}
-    assert zone["content"][1]["text"] is messages[2]["content"]
+    assert zone["content"][1]["text"] == messages[2]["content"]
     assert zone["name"] == "bob"
 
 
@@ -406,8 +406,8 @@ def test_mixed_formats_raise_input_error():
         err = info.value
         assert isinstance(err, ValueError)
         assert err.code == "CK_EFORMAT"
-        assert err.index == 3 and err.where == "messages[3]"
-        assert str(err).startswith("ctxkeel: messages[3]: ")
+        assert err.index == 3 and err.where == "messages[3] (anthropic, not openai)"
+        assert str(err).startswith("ctxkeel: messages[3] (anthropic, not openai): ")
 
 
 @pytest.mark.parametrize(
@@ -424,8 +424,15 @@ def test_shape_of_other_format_raises(fmt, build):
 
 
 def test_format_argument_checked():
-    with pytest.raises(ValueError, match="format must be 'auto', 'openai' or 'anthropic'"):
-        ctxkeel.check_pairs([], format="gemini")
+    names = "'auto', 'openai', 'anthropic', 'responses', 'gemini', 'ai-sdk' or 'langchain'"
+    with pytest.raises(ValueError, match="format must be " + names + ", not 'gpt'"):
+        ctxkeel.check_pairs([], format="gpt")
+    # Every name the core knows is a name here (its aliases too); what follows is the core's,
+    # which refuses in its own words a dialect it cannot read yet.
+    try:
+        ctxkeel.check_pairs([], format="ai_sdk")
+    except ctxkeel.InputError as exc:
+        assert exc.where == "format" and "format must be" not in str(exc)
     with pytest.raises(ValueError):
         ctxkeel.repair_pairs([], format="OpenAI")
     with pytest.raises(TypeError, match="format must be a str"):

@@ -209,7 +209,9 @@ def test_tool_result_list_content_is_joined_with_newlines():
          "content": [{"type": "text", "text": "ab"}, {"type": "image", "source": {}},
                      {"type": "text", "text": "cd"}]},
     ]}
-    assert ctxkeel.estimate_tokens(message, estimator="chars4") == chars4("tu_1", "ab\ncd")
+    # The image travels with the result (the core's attached part) and costs what an image does.
+    assert ctxkeel.estimate_tokens(message, estimator="chars4") == chars4("tu_1", "ab\ncd") + \
+        IMAGE_TOKENS
     tool = {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "abc"},
                                                              "def"]}
     assert ctxkeel.estimate_tokens(tool, estimator="chars4") == chars4("c", "abc\ndef")

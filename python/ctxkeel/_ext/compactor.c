@@ -10,7 +10,7 @@
  *     if job.needs_summary:
  *         request = job.request()                            ck_compaction_request
  *         job.set_summary(text) or job.set_failure(why)      ck_compaction_set_summary/_failure
- *     messages, tier, record, before, after = job.finish()   ck_compactor_finish, then apply.c
+ *     messages, tier, record, before, after = job.finish()   ck_compactor_finish, then values.c
  *     job.close()                                            ck_compaction_free
  *
  * While the summarizer runs, other threads and other coroutines run too. So the Compaction
@@ -400,7 +400,7 @@ static PyObject *repairs_list(const ck_module_state *st, const ck_compaction *c)
         PyList_SET_ITEM(list, (Py_ssize_t)k, d);
         if (!d || put_key(d, st->s_kind, PyUnicode_FromString(kind ? kind : "unknown")) < 0 ||
             put_key(d, st->s_index, PyLong_FromSize_t(r[k].index)) < 0 ||
-            put_key(d, st->s_tool_call_id, ck_py_text(r[k].id, r[k].id_len)) < 0)
+            put_key(d, st->keys[CK_KEY_TOOL_CALL_ID], ck_py_text(r[k].id, r[k].id_len)) < 0)
             Py_CLEAR(list);
     }
     return list;
@@ -431,7 +431,7 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
         PyErr_SetString(PyExc_SystemError, MSG_NO_VIEW);
         goto done;
     }
-    messages = ck_py_view_apply(&job->ph, view, job->format);
+    messages = ck_py_view_build(&job->ph, view);
     if (!messages) goto done;
     tier = tier_name(st, ck_compaction_tier(c));
     size_t record_len;
@@ -1008,11 +1008,9 @@ static PyObject *compactor_begin(PyObject *op, PyObject *const *args, Py_ssize_t
     job->format = CK_FORMAT_AUTO;
     memset(&job->ph, 0, sizeof job->ph);
     PyObject_GC_Track((PyObject *)job);
-    if (ck_py_history_init(&job->ph, st) < 0 || ck_py_history_read_list(&job->ph, messages) < 0)
+    if (ck_py_history_init(&job->ph, st) < 0 ||
+        ck_py_history_read_list(&job->ph, messages, self->format) < 0)
         goto error;
-    /* The format new messages are shaped for is the option; apply.c resolves "auto" the way
-     * the core does, and only when a message is not kept (a history that matches no format
-     * fails in the core's begin already). */
     job->format = self->format;
     ck_error err;
     int rc;
@@ -1040,7 +1038,7 @@ static PyObject *compactor_offload(PyObject *op, PyObject *message) {
     ck_format format;
     ck_error err;
     if (ck_py_history_init(&ph, st) < 0) return NULL;
-    if (ck_py_history_read_message(&ph, message) < 0) goto done;
+    if (ck_py_history_read_message(&ph, message, self->format) < 0) goto done;
     int rc = ck_history_format(ph.h, self->format, &format, &err);
     if (rc == CK_OK) {
         if (enter(self) < 0) goto done;
@@ -1060,7 +1058,7 @@ static PyObject *compactor_offload(PyObject *op, PyObject *message) {
         Py_INCREF(result);
         goto done;
     }
-    PyObject *list = ck_py_view_apply(&ph, view, format);
+    PyObject *list = ck_py_view_build(&ph, view);
     if (list) {
         result = PyList_GET_ITEM(list, 0);
         Py_INCREF(result);
@@ -1267,7 +1265,6 @@ static PyObject *retention_dict(const ck_compactor_options *o) {
 
 static PyObject *compactor_get_options(PyObject *op, void *closure) {
     (void)closure;
-    static const char *const formats[] = {"auto", "openai", "anthropic"};
     ck_py_compactor *self = (ck_py_compactor *)op;
     ck_compactor_options o;
     ck_compactor_get_options(self->ck, &o);
@@ -1294,7 +1291,7 @@ static PyObject *compactor_get_options(PyObject *op, void *closure) {
         (unsigned long long)o.offload_threshold,
         "tool_offload_threshold", (unsigned long long)o.tool_offload_threshold,
         "summary_max_tokens", (unsigned long long)o.summary_max_tokens, "estimator", estimator,
-        "format", (unsigned)o.format <= CK_FORMAT_ANTHROPIC ? formats[o.format] : "auto",
+        "format", ck_format_name(o.format) ? ck_format_name(o.format) : "auto",
         "pin_first_user", (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True, "retention",
         retention, "backend", self->backend ? self->backend : Py_None, "backend_timeout",
         o.backend_timeout ? o.backend_timeout : self->host.timeout);
@@ -1461,7 +1458,7 @@ PyObject *ck_py_read_evidence_tool(PyObject *module, PyObject *args, PyObject *k
         return NULL;
     if (format_obj) {
         if (ck_py_parse_format(format_obj, &format) < 0) return NULL;
-        if (format == CK_FORMAT_AUTO)
+        if (format != CK_FORMAT_OPENAI && format != CK_FORMAT_ANTHROPIC)
             return PyErr_Format(PyExc_ValueError, MSG_TOOL_FORMAT, format_obj);
     }
     PyObject *text = PyUnicode_FromString(ck_read_evidence_tool(format));

@@ -63,9 +63,8 @@ static const status_row *find_row(int code) {
     return NULL;
 }
 
-/* The exception being raised, taken off the error indicator (a new reference, or NULL).
- * PyErr_Fetch is deprecated from 3.12 on, so each version gets its own spelling. */
-static PyObject *take_exception(void) {
+/* PyErr_Fetch is deprecated from 3.12 on, so each version gets its own spelling. */
+PyObject *ck_py_take_exception(void) {
 #if PY_VERSION_HEX >= 0x030C0000
     return PyErr_GetRaisedException();
 #else
@@ -80,8 +79,8 @@ static PyObject *take_exception(void) {
 #endif
 }
 
-/* Puts an exception taken by take_exception() back (steals the reference). */
-static void restore_exception(PyObject *exc) {
+/* Puts an exception taken by ck_py_take_exception() back (steals the reference). */
+void ck_py_restore_exception(PyObject *exc) {
     if (!exc) return;
 #if PY_VERSION_HEX >= 0x030C0000
     PyErr_SetRaisedException(exc);
@@ -90,6 +89,14 @@ static void restore_exception(PyObject *exc) {
     Py_INCREF(type);
     PyErr_Restore(type, exc, PyException_GetTraceback(exc));
 #endif
+}
+
+void ck_py_keep_exception(PyObject **slot) {
+    PyObject *exc = ck_py_take_exception();
+    if (!*slot)
+        *slot = exc;
+    else
+        Py_XDECREF(exc);
 }
 
 /* A new exception class whose instances default to None for each attribute, so that an
@@ -187,7 +194,7 @@ static PyObject *ssize_or_none(Py_ssize_t value) {
 PyObject *ck_py_raise(const ck_module_state *st, int code, Py_ssize_t index, const char *where,
                       const char *msg, Py_ssize_t offset) {
     if (code == CK_ENOMEM) return PyErr_NoMemory();
-    PyObject *cause = take_exception();
+    PyObject *cause = ck_py_take_exception();
     PyObject *text = NULL, *exc = NULL;
     PyObject *cls = ck_py_error_class(st, code);
     if (!msg) msg = ck_strerror(code);
@@ -235,7 +242,7 @@ PyObject *ck_py_raise_core(const ck_module_state *st, int code, const ck_error *
 
 PyObject *ck_py_raise_utf8(const ck_module_state *st, PyObject *str, Py_ssize_t index,
                            const char *where) {
-    PyObject *exc = take_exception();
+    PyObject *exc = ck_py_take_exception();
     Py_ssize_t offset = -1, start;
     if (exc && PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_UnicodeEncodeError) && str) {
         /* The encoder reports a code point index; .offset is a byte offset, which is the
@@ -252,10 +259,10 @@ PyObject *ck_py_raise_utf8(const ck_module_state *st, PyObject *str, Py_ssize_t 
         PyErr_Clear();
     } else {
         /* Not an encoding problem (MemoryError, say): pass it on unchanged. */
-        restore_exception(exc);
+        ck_py_restore_exception(exc);
         return NULL;
     }
-    restore_exception(exc);
+    ck_py_restore_exception(exc);
     return ck_py_raise(st, CK_EUTF8, index, where, "text is not valid UTF-8", offset);
 }
 

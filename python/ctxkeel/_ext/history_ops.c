@@ -2,7 +2,7 @@
  * history_ops.c - the functions that read a message list: estimate_tokens, check_pairs and
  * repair_pairs.
  *
- * Each one reads its input into a ck_history (convert.c), calls the core once and builds its
+ * Each one reads its input into a ck_history (values.c), calls the core once and builds its
  * result. All of them keep the GIL throughout (see state.h): the history borrows the buffers
  * of Python strs, and the core calls are short next to the reading itself.
  */
@@ -17,10 +17,24 @@ static const char MSG_ESTIMATOR_TYPE[] =
     "ctxkeel: estimator must be a str or a callable, not %.200s";
 static const char MSG_ESTIMATOR_VALUE[] = "ctxkeel: estimator must be %s, not %R";
 static const char MSG_FORMAT_TYPE[] = "ctxkeel: format must be a str, not %.200s";
-static const char MSG_FORMAT_VALUE[] =
-    "ctxkeel: format must be 'auto', 'openai' or 'anthropic', not %R";
+static const char MSG_FORMAT_VALUE[] = "ctxkeel: format must be %s, not %R";
 
 /* ---- arguments --------------------------------------------------------------------------- */
+
+/* Raises ValueError `msg` (its %s: the `n` names, "'a', 'b' or 'c'"; its %R: `value`).
+ * Returns -1. */
+static int raise_not_one_of(const char *msg, const char *const *names, int n, PyObject *value) {
+    char list[192];
+    size_t at = 0;
+    for (int k = 0; k < n && at < sizeof list; k++) {
+        const char *sep = k == 0 ? "" : k + 1 < n ? ", " : " or ";
+        int w = snprintf(list + at, sizeof list - at, "%s'%s'", sep, names[k]);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    PyErr_Format(PyExc_ValueError, msg, list, value);
+    return -1;
+}
 
 int ck_py_parse_estimator(PyObject *value, ck_estimator *out, PyObject **counter) {
     *out = CK_EST_DEFAULT;
@@ -39,34 +53,27 @@ int ck_py_parse_estimator(PyObject *value, ck_estimator *out, PyObject **counter
     const char *name = PyUnicode_AsUTF8AndSize(value, &len);
     if (!name) return -1;
     if (ck_estimator_from_name(name, (size_t)len, out) == CK_OK) return 0;
-    char list[128];
-    size_t at = 0;
-    for (int e = 0; ck_estimator_name((ck_estimator)e) && at < sizeof list; e++) {
-        const char *sep = e == 0 ? "" : ck_estimator_name((ck_estimator)(e + 1)) ? ", " : " or ";
-        int n = snprintf(list + at, sizeof list - at, "%s'%s'", sep, ck_estimator_name((ck_estimator)e));
-        if (n < 0) break;
-        at += (size_t)n;
-    }
-    PyErr_Format(PyExc_ValueError, MSG_ESTIMATOR_VALUE, list, value);
-    return -1;
+    const char *names[16];
+    int n = 0;
+    while (n < 16 && (names[n] = ck_estimator_name((ck_estimator)n))) n++;
+    return raise_not_one_of(MSG_ESTIMATOR_VALUE, names, n, value);
 }
 
 int ck_py_parse_format(PyObject *value, ck_format *out) {
-    static const char *const names[] = {"auto", "openai", "anthropic"};
     *out = CK_FORMAT_AUTO;
     if (!value) return 0;
     if (!PyUnicode_Check(value)) {
         PyErr_Format(PyExc_TypeError, MSG_FORMAT_TYPE, Py_TYPE(value)->tp_name);
         return -1;
     }
-    for (int f = 0; f < 3; f++) {
-        if (PyUnicode_CompareWithASCIIString(value, names[f]) == 0) {
-            *out = (ck_format)f;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_ValueError, MSG_FORMAT_VALUE, value);
-    return -1;
+    /* The names are the core's (ck_format_from_name); only the message is put together here. */
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(value, &len);
+    if (!name) return -1;
+    if (ck_format_from_name(name, (size_t)len, out) == CK_OK) return 0;
+    const char *names[CK_FORMAT_COUNT];
+    for (int f = 0; f < CK_FORMAT_COUNT; f++) names[f] = ck_format_name((ck_format)f);
+    return raise_not_one_of(MSG_FORMAT_VALUE, names, CK_FORMAT_COUNT, value);
 }
 
 /* ---- estimate_tokens --------------------------------------------------------------------- */
@@ -85,7 +92,7 @@ static int classify_list(const ck_module_state *st, PyObject *list, int *kind) {
             all_dicts = 0;
             continue;
         }
-        int has_role = PyDict_Contains(item, st->s_role);
+        int has_role = PyDict_Contains(item, st->keys[CK_KEY_ROLE]);
         if (has_role < 0) return -1;
         if (has_role) {
             *kind = LIST_MESSAGES;
@@ -131,7 +138,8 @@ static PyObject *estimate_messages(ck_module_state *st, PyObject *x, int single,
                                    ck_py_host *host) {
     ck_py_history ph;
     if (ck_py_history_init(&ph, st) < 0) return NULL;
-    int rc = single ? ck_py_history_read_message(&ph, x) : ck_py_history_read_list(&ph, x);
+    int rc = single ? ck_py_history_read_message(&ph, x, CK_FORMAT_AUTO)
+                    : ck_py_history_read_list(&ph, x, CK_FORMAT_AUTO);
     PyObject *result = NULL;
     if (rc == 0 && host->counter) {
         ck_counter counter = {ck_py_host_count, host};
@@ -213,7 +221,7 @@ static PyObject *issue_dict(const ck_py_history *ph, const ck_pair_violation *v,
         goto error;
     }
     Py_DECREF(part);
-    if (PyDict_SetItem(d, st->s_tool_call_id, id) < 0) goto error;
+    if (PyDict_SetItem(d, st->keys[CK_KEY_TOOL_CALL_ID], id) < 0) goto error;
     PyObject *message = describe(ph, v, format);
     if (!message || PyDict_SetItem(d, st->s_message, message) < 0) {
         Py_XDECREF(message);
@@ -243,7 +251,7 @@ PyObject *ck_py_check_pairs(PyObject *module, PyObject *args, PyObject *kwargs) 
                                      &format_obj) ||
         ck_py_parse_format(format_obj, &requested) < 0 || ck_py_history_init(&ph, st) < 0)
         return NULL;
-    if (ck_py_history_read_list(&ph, messages) < 0) goto done;
+    if (ck_py_history_read_list(&ph, messages, requested) < 0) goto done;
     /* The resolved format only words the messages; ck_check_pairs resolves it again. */
     rc = ck_history_format(ph.h, requested, &format, &err);
     if (rc == CK_OK) rc = ck_check_pairs(ph.h, requested, &issues, &n_issues, &err);
@@ -281,15 +289,14 @@ PyObject *ck_py_repair_pairs(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &format_obj) ||
         ck_py_parse_format(format_obj, &requested) < 0 || ck_py_history_init(&ph, st) < 0)
         return NULL;
-    if (ck_py_history_read_list(&ph, messages) < 0) goto done;
-    /* apply.c shapes new messages for the format that the repair used. */
+    if (ck_py_history_read_list(&ph, messages, requested) < 0) goto done;
     rc = ck_history_format(ph.h, requested, &format, &err);
     if (rc == CK_OK) rc = ck_repair_pairs(ph.h, format, &view, &err);
     if (rc != CK_OK) {
         ck_py_raise_core(st, rc, &err);
         goto done;
     }
-    result = ck_py_view_apply(&ph, view, format);
+    result = ck_py_view_build(&ph, view);
 
 done:
     /* The view borrows from the history, which borrows from the pinned objects. */

@@ -38,22 +38,6 @@ static const char MSG_NOT_CALLABLE[] = "ctxkeel: backend.%s must be callable, no
 static const char ABORTED[] = "an earlier callback of this call was interrupted";
 static const char HUNG[] = "backend timed out earlier in this call; not called again";
 
-/* The exception being raised, taken off the error indicator (a new reference). 3.12 replaced
- * the (type, value, traceback) triple with one object. */
-static PyObject *take_exception(void) {
-#if PY_VERSION_HEX >= 0x030C0000
-    return PyErr_GetRaisedException();
-#else
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (value && tb) PyException_SetTraceback(value, tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-    return value;
-#endif
-}
-
 /* "ValueError: text" for an exception, cut to fit `size` bytes, into `out`. */
 static void describe(PyObject *exc, char *out, size_t size) {
     const char *name = Py_TYPE(exc)->tp_name;
@@ -88,19 +72,10 @@ PyObject *ck_py_host_take_cause(ck_py_host *h) {
     return cause;
 }
 
-/* Keeps the exception just raised as raise_after (the first one wins). */
-static void keep_to_raise(ck_py_host *h) {
-    PyObject *exc = take_exception();
-    if (!h->raise_after)
-        h->raise_after = exc;
-    else
-        Py_XDECREF(exc);
-}
-
 /* Closes a coroutine that will never run, so that it does not warn that it was never awaited. */
 static void close_coroutine(PyObject *obj) {
     if (!PyCoro_CheckExact(obj)) return;
-    PyObject *exc = take_exception();
+    PyObject *exc = ck_py_take_exception();
     PyObject *closed = PyObject_CallMethod(obj, "close", NULL);
     Py_XDECREF(closed);
     PyErr_Clear();
@@ -129,7 +104,7 @@ uint64_t ck_py_host_count(void *ctx, const char *text, size_t len) {
         }
     }
     Py_XDECREF(result);
-    if (tokens == UINT64_MAX) keep_to_raise(h);
+    if (tokens == UINT64_MAX) ck_py_keep_exception(&h->raise_after);
     return tokens;
 }
 
@@ -180,7 +155,7 @@ static PyObject *settle(ck_py_host *h, PyObject *result, const char *name) {
 /* A failed backend call: the reason goes to err->where for the core, the exception to the
  * host. Returns CK_EIO. */
 static int backend_failed(ck_py_host *h, ck_error *err) {
-    PyObject *exc = take_exception();
+    PyObject *exc = ck_py_take_exception();
     if (err) {
         if (exc)
             describe(exc, err->where, sizeof err->where);

@@ -173,21 +173,6 @@ static PyMethodDef ck_methods[] = {
     X((st)->CompactionType);                                                                       \
     X((st)->HttpSummarizerType);                                                                   \
     X((st)->CancelTokenType);                                                                      \
-    X((st)->s_role);                                                                               \
-    X((st)->s_content);                                                                            \
-    X((st)->s_type);                                                                               \
-    X((st)->s_text);                                                                               \
-    X((st)->s_thinking);                                                                           \
-    X((st)->s_id);                                                                                 \
-    X((st)->s_name);                                                                               \
-    X((st)->s_input);                                                                              \
-    X((st)->s_tool_use_id);                                                                        \
-    X((st)->s_is_error);                                                                           \
-    X((st)->s_tool_calls);                                                                         \
-    X((st)->s_tool_call_id);                                                                       \
-    X((st)->s_function);                                                                           \
-    X((st)->s_arguments);                                                                          \
-    X((st)->s_tool_result);                                                                        \
     X((st)->s_kind);                                                                               \
     X((st)->s_index);                                                                              \
     X((st)->s_part);                                                                               \
@@ -197,8 +182,8 @@ static int ck_traverse(PyObject *module, visitproc visit, void *arg) {
     ck_module_state *st = ck_py_state(module);
     if (!st) return 0;
     CK_PY_STATE_FIELDS(Py_VISIT, st);
-    for (int k = 0; k < CK_ROLE_OTHER; k++)
-        Py_VISIT(st->role_names[k]);
+    for (int k = 0; k < CK_KEY_COUNT; k++)
+        Py_VISIT(st->keys[k]);
     for (int k = 0; k <= CK_TIER_EMERGENCY; k++)
         Py_VISIT(st->tier_names[k]);
     for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)
@@ -212,8 +197,8 @@ static int ck_clear(PyObject *module) {
     ck_module_state *st = ck_py_state(module);
     if (!st) return 0;
     CK_PY_STATE_FIELDS(Py_CLEAR, st);
-    for (int k = 0; k < CK_ROLE_OTHER; k++)
-        Py_CLEAR(st->role_names[k]);
+    for (int k = 0; k < CK_KEY_COUNT; k++)
+        Py_CLEAR(st->keys[k]);
     for (int k = 0; k <= CK_TIER_EMERGENCY; k++)
         Py_CLEAR(st->tier_names[k]);
     for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)
@@ -232,22 +217,11 @@ static int intern(PyObject **slot, const char *text) {
 }
 
 static int init_strings(ck_module_state *st) {
-    static const char *const roles[CK_ROLE_OTHER] = {"system", "developer", "user", "assistant",
-                                                     "tool"};
-    if (intern(&st->s_role, "role") < 0 || intern(&st->s_content, "content") < 0 ||
-        intern(&st->s_type, "type") < 0 || intern(&st->s_text, "text") < 0 ||
-        intern(&st->s_thinking, "thinking") < 0 || intern(&st->s_id, "id") < 0 ||
-        intern(&st->s_name, "name") < 0 || intern(&st->s_input, "input") < 0 ||
-        intern(&st->s_tool_use_id, "tool_use_id") < 0 || intern(&st->s_is_error, "is_error") < 0 ||
-        intern(&st->s_tool_calls, "tool_calls") < 0 ||
-        intern(&st->s_tool_call_id, "tool_call_id") < 0 ||
-        intern(&st->s_function, "function") < 0 || intern(&st->s_arguments, "arguments") < 0 ||
-        intern(&st->s_tool_result, "tool_result") < 0 || intern(&st->s_kind, "kind") < 0 ||
-        intern(&st->s_index, "index") < 0 || intern(&st->s_part, "part") < 0 ||
-        intern(&st->s_message, "message") < 0)
+    if (intern(&st->s_kind, "kind") < 0 || intern(&st->s_index, "index") < 0 ||
+        intern(&st->s_part, "part") < 0 || intern(&st->s_message, "message") < 0)
         return -1;
-    for (int k = 0; k < CK_ROLE_OTHER; k++)
-        if (intern(&st->role_names[k], roles[k]) < 0) return -1;
+    for (int k = 0; k < CK_KEY_COUNT; k++)
+        if (intern(&st->keys[k], ck_key_name((ck_key)k)) < 0) return -1;
     for (int k = 0; k <= CK_TIER_EMERGENCY; k++)
         if (intern(&st->tier_names[k], ck_tier_name((ck_tier)k)) < 0) return -1;
     for (int k = 0; k <= CK_PAIR_RESULT_ORDER; k++)

@@ -3,12 +3,12 @@
  *
  * The binding is split by concept: module.c (the module object, its method table and its
  * state), errors.c (the exception hierarchy and the status table generated from
- * CK_STATUS_LIST), convert.c (a list of message dicts read into a ck_history), apply.c (a
- * ck_view turned back into a list of message dicts), history_ops.c (estimate_tokens,
+ * CK_STATUS_LIST), values.c (Python objects as the core's host values: message dicts read
+ * into a ck_history and a ck_view built back into dicts by the core's format layer, which
+ * owns the dialects), history_ops.c (estimate_tokens,
  * check_pairs, repair_pairs), anchors.c (parse_anchors, merge_anchors), compactor.c (the
  * Compactor and Compaction types), host.c (the host's token counter and evidence backend,
- * which the core calls back) and http.c (the HttpSummarizer and CancelToken types). The
- * rules for the two conversions are written down once, in docs/mapping.md.
+ * which the core calls back) and http.c (the HttpSummarizer and CancelToken types).
  *
  * The GIL rule for this module: every function keeps the GIL for its whole run, except the
  * HTTP transfer in http.c and an evidence search without a backend (compactor.c), which work
@@ -36,15 +36,6 @@
 
 #include "ctxkeel.h"
 
-/* How a ck_part points back at the object it came from (see docs/mapping.md): a content list
- * item by its index, the whole string content, or a tool_calls item by (1 << 24) | index. */
-#define CK_PY_HOST_WHOLE 0xFFFFFFu
-#define CK_PY_HOST_CALL (1u << 24)
-#define CK_PY_HOST_INDEX_MAX ((Py_ssize_t)0xFFFFFE)
-
-/* How many keys of message dicts the reader reads (convert.c lists them). */
-#define CK_PY_KEY_COUNT 14
-
 /* Room for a place such as "messages[123].content[4].content[5].text". */
 #define CK_PY_WHERE_MAX 160
 
@@ -68,25 +59,9 @@ typedef struct ck_module_state {
     PyObject *HttpSummarizerType;
     PyObject *CancelTokenType;
 
-    /* Interned keys read from or written to message dicts. */
-    PyObject *s_role;
-    PyObject *s_content;
-    PyObject *s_type;
-    PyObject *s_text;
-    PyObject *s_thinking;
-    PyObject *s_id;
-    PyObject *s_name;
-    PyObject *s_input;
-    PyObject *s_tool_use_id;
-    PyObject *s_is_error;
-    PyObject *s_tool_calls;
-    PyObject *s_tool_call_id;
-    PyObject *s_function;
-    PyObject *s_arguments;
-
-    /* Interned values written into new messages and blocks. */
-    PyObject *s_tool_result;
-    PyObject *role_names[CK_ROLE_OTHER]; /* "system" ... "tool", indexed by ck_role */
+    /* The field names of the dialects (ck_key_name()), interned: the host reader's and
+     * builder's keys. */
+    PyObject *keys[CK_KEY_COUNT];
     PyObject *tier_names[CK_TIER_EMERGENCY + 1]; /* ck_tier_name(), interned */
 
     /* Keys of the dicts that check_pairs returns. */
@@ -139,53 +114,53 @@ PyObject *ck_py_raise_utf8(const ck_module_state *st, PyObject *str, Py_ssize_t 
 /* _raise_status(code): raises what the binding raises for `code`; returns None for CK_OK. */
 PyObject *ck_py_raise_status(PyObject *module, PyObject *arg);
 
-/* ---- convert.c --------------------------------------------------------------------------- */
+/* The exception being raised, taken off the error indicator (a new reference, or NULL), and
+ * put back (stealing the reference; NULL does nothing). */
+PyObject *ck_py_take_exception(void);
+void ck_py_restore_exception(PyObject *exc);
 
-/* The items of a list as they were when it was read: `n` objects pinned one after the other
- * from pins[at] of the history (n is 0 when there was no list). */
-typedef struct ck_py_items {
-    Py_ssize_t at, n;
-} ck_py_items;
+/* Takes the exception being raised into *slot, unless *slot holds one already (the first one
+ * wins; a later one is dropped). */
+void ck_py_keep_exception(PyObject **slot);
 
-/* What an output message may need from the source message it was made from. */
-typedef struct ck_py_source {
-    PyObject *msg;       /* the message dict */
-    PyObject *text;      /* the content when it is a str, or NULL */
-    ck_py_items content; /* the items of the content list */
-    ck_py_items calls;   /* the items of the tool_calls list */
-} ck_py_source;
+/* ---- values.c ---------------------------------------------------------------------------- */
 
 /*
- * A host message list read into a core history. The history borrows the UTF-8 buffers of the
- * strs in the messages, so every object it relies on is held by `pins` until the end of the
- * call: a dict key's __eq__ or a value's JSON encoding can run Python code that changes the
- * input while it is being read, and a borrowed buffer must not be freed under the core.
+ * A host message list read into a core history by the core's format layer (values.c is the
+ * reader). The history borrows the UTF-8 buffers of the strs in the messages, so every object
+ * it relies on is held by `pins` until the history is disposed of: a dict key's __eq__ or a
+ * value's JSON encoding can run Python code that changes the input while it is being read,
+ * and a borrowed buffer must not be freed under the core.
  */
 typedef struct ck_py_history {
     ck_module_state *st;
     ck_history *h;
     PyObject *snapshot; /* tuple: the message objects, as they were when reading began */
-    PyObject **pins;    /* strong references: every other object whose buffer or identity is
-                         * borrowed, and the items of the lists read (see ck_py_items) */
+    PyObject **pins;    /* strong references: every value the core was handed */
     Py_ssize_t n_pins, cap_pins;
-    ck_py_source *src; /* one per message; the objects in it are pinned */
+    PyObject *raised;   /* an exception a callback raised, to raise after the core call */
+    PyObject *bad_str;  /* the str that could not be encoded */
+    PyObject *bad_exc;  /* its UnicodeEncodeError, or the JSON encoder's error */
+    int json_failed;    /* a value could not be serialized as JSON */
     /* The key objects lookups use: the module's interned ones, or equal exact strs from the
-     * first dicts read (pinned); see convert.c. */
-    PyObject *keys[CK_PY_KEY_COUNT];
+     * first dicts read (pinned); see values.c. */
+    PyObject *keys[CK_KEY_COUNT];
+    PyObject *last_dict; /* the dict whose keys were learnt last (never dereferenced) */
     int dicts_met;
-    Py_ssize_t n;
-    int single; /* read from one message dict: places start with "message" */
+    int single;         /* read from one message dict: places start with "message" */
+    ck_format format;   /* the dialect the messages were read in */
 } ck_py_history;
 
 /* Prepares an empty history. Returns 0, or -1 with MemoryError set. */
 int ck_py_history_init(ck_py_history *ph, ck_module_state *st);
 
-/* Reads a list of message dicts. A non-list raises TypeError; bad messages raise InputError
- * naming the message index and field. Returns 0, or -1 with an exception set. */
-int ck_py_history_read_list(ck_py_history *ph, PyObject *messages);
+/* Reads a list of message dicts in `format` (CK_FORMAT_AUTO: the one the messages show). A
+ * non-list raises TypeError; bad messages raise InputError naming the message index and
+ * field. Returns 0, or -1 with an exception set. */
+int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format format);
 
 /* Reads one message dict as a one-message history. Returns 0, or -1 with an exception set. */
-int ck_py_history_read_message(ck_py_history *ph, PyObject *message);
+int ck_py_history_read_message(ck_py_history *ph, PyObject *message, ck_format format);
 
 /* Releases the history and every pinned object. Safe on a history that failed halfway. */
 void ck_py_history_dispose(ck_py_history *ph);
@@ -194,22 +169,14 @@ void ck_py_history_dispose(ck_py_history *ph);
  * history). */
 int ck_py_history_traverse(const ck_py_history *ph, visitproc visit, void *arg);
 
-/* Item `k` of `items` (borrowed), or NULL when there is no such item. */
-static inline PyObject *ck_py_item(const ck_py_history *ph, ck_py_items items, size_t k) {
-    return k < (size_t)items.n ? ph->pins[items.at + (Py_ssize_t)k] : NULL;
-}
+/* The message list that `view` describes, built by the core over the messages `ph` read:
+ * kept messages are the source objects themselves, edited ones shallow copies, new ones
+ * shaped in the dialect `ph` was read in. Returns a new list, or NULL with an exception set. */
+PyObject *ck_py_view_build(ck_py_history *ph, const ck_view *view);
 
 /* Compact JSON text of `obj` (json.dumps with separators=(",", ":") and ensure_ascii=False).
  * Returns a new str, or NULL with the encoder's exception set. */
 PyObject *ck_py_compact_json(const ck_module_state *st, PyObject *obj);
-
-/* ---- apply.c ----------------------------------------------------------------------------- */
-
-/* The message list that `view` describes, built from the messages `ph` read, following
- * docs/mapping.md. Kept messages are the source objects themselves; new and edited ones are
- * shaped for `format`, where CK_FORMAT_AUTO means the one ck_history_format() finds in `ph`.
- * Returns a new list, or NULL with an exception set. */
-PyObject *ck_py_view_apply(const ck_py_history *ph, const ck_view *view, ck_format format);
 
 /* A new str from UTF-8 text that the core hands back (always valid UTF-8 here). */
 PyObject *ck_py_str(const char *text, size_t len);
