@@ -80,11 +80,16 @@ static int fmt_host_fail(ck__rd *rd, int rc) {
     return rc;
 }
 
+/* A failure naming `path` (formatted with rd->at, see ck__rd). */
+static int fmt_fail_path(ck__rd *rd, int code, const char *msg, const char *path) {
+    return ck__rd_fail(rd, code, msg, path ? path : "", rd->at[0], rd->at[1]);
+}
+
 /* A string or json callback's status: an input error the core knows (a string the host
  * cannot give as UTF-8, or over a limit; a value with no JSON) names the field being read. */
 static int fmt_host_fail_at(ck__rd *rd, int rc, const char *path) {
     if (CK_IS_INPUT_ERROR(rc))
-        return ck__rd_fail(rd, rc, rc == CK_ETOOBIG ? CK__MSG_TOO_BIG : NULL, "%s", path);
+        return fmt_fail_path(rd, rc, rc == CK_ETOOBIG ? CK__MSG_TOO_BIG : NULL, path);
     return fmt_host_fail(rd, rc);
 }
 
@@ -110,7 +115,7 @@ int ck__rd_item(ck__rd *rd, ck_value arr, size_t i, ck_value *out) {
 
 int ck__rd_string(ck__rd *rd, ck_value v, const char **s, size_t *len, const char *path) {
     if (ck__rd_kind(rd, v) != CK_VALUE_STRING)
-        return ck__rd_fail(rd, CK_ETYPE, "expected a string", "%s", path);
+        return fmt_fail_path(rd, CK_ETYPE, "expected a string", path);
     int rc = rd->r->string(rd->r->ctx, v, s, len);
     if (rc < 0) return fmt_host_fail_at(rd, rc, path);
     if (!*s) *s = "";
@@ -122,7 +127,7 @@ int ck__rd_need_string(ck__rd *rd, ck_value obj, ck_key key, const char **s, siz
     ck_value v;
     int got = ck__rd_field(rd, obj, key, &v);
     if (got < 0) return got;
-    if (!got) return ck__rd_fail(rd, CK_EMISSING, "required field is missing", "%s", path);
+    if (!got) return fmt_fail_path(rd, CK_EMISSING, "required field is missing", path);
     return ck__rd_string(rd, v, s, len, path);
 }
 
@@ -196,14 +201,13 @@ int ck__rd_head(ck__rd *rd, ck_value msg, ck_role *role, ck_value *content,
 int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc) {
     ck_value_kind kind = ck__rd_kind(rd, item);
     if (kind == CK_VALUE_OBJECT) return 0;
-    char where[64];
-    snprintf(where, sizeof where, ".content[%zu]", k);
     if (kind != CK_VALUE_STRING) {
-        *rc = ck__rd_fail(rd, CK_ETYPE, "expected an object", "%s", where);
+        *rc = ck__rd_fail(rd, CK_ETYPE, "expected an object", ".content[%zu]", k);
         return 1;
     }
     p->kind = CK_PART_TEXT;
-    *rc = ck__rd_string(rd, item, &p->text, &p->text_len, where);
+    rd->at[0] = k;
+    *rc = ck__rd_string(rd, item, &p->text, &p->text_len, ".content[%zu]");
     if (!*rc) *rc = ck__rd_part(rd, p, item);
     return 1;
 }
@@ -226,6 +230,23 @@ int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item) {
     return CK_OK;
 }
 
+/* String v, item j of the list `path` names (its field `suffix` when not ""), read as
+ * ck__rd_string() does; the place is formatted only for an error. */
+static int fmt_joined_piece(ck__rd *rd, ck_value v, const char *path, size_t j,
+                            const char *suffix, const char **s, size_t *len) {
+    int rc = CK_ETYPE;
+    if (ck__rd_kind(rd, v) == CK_VALUE_STRING &&
+        (rc = rd->r->string(rd->r->ctx, v, s, len)) >= 0) {
+        if (!*s) *s = "";
+        return CK_OK;
+    }
+    char base[96], where[128];
+    snprintf(base, sizeof base, path, rd->at[0], rd->at[1]);
+    snprintf(where, sizeof where, "%s[%zu]%s", base, j, suffix);
+    if (rc == CK_ETYPE) return ck__rd_fail(rd, CK_ETYPE, "expected a string", "%s", where);
+    return fmt_host_fail_at(rd, rc, where);
+}
+
 int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *len,
                        const char *path) {
     *out = "";
@@ -233,7 +254,7 @@ int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *l
     ck_value_kind k = ck__rd_kind(rd, content);
     if (k == CK_VALUE_ABSENT || k == CK_VALUE_NULL) return CK_OK;
     if (k == CK_VALUE_STRING) return ck__rd_string(rd, content, out, len, path);
-    if (k != CK_VALUE_ARRAY) return ck__rd_fail(rd, CK_ETYPE, "expected a string or a list", "%s", path);
+    if (k != CK_VALUE_ARRAY) return fmt_fail_path(rd, CK_ETYPE, "expected a string or a list", path);
     size_t n;
     int rc = ck__rd_count(rd, content, &n);
     if (rc) return rc;
@@ -248,18 +269,14 @@ int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *l
     size_t total = 0, found = 0;
     for (size_t j = 0; j < n && !rc; j++) {
         ck_value item, text;
-        char where[64];
         if ((rc = ck__rd_item(rd, content, j, &item))) break;
         if (ck__rd_kind(rd, item) == CK_VALUE_STRING) {
-            snprintf(where, sizeof where, "%s[%zu]", path, j);
-            rc = ck__rd_string(rd, item, &texts[j], &lens[j], where);
+            rc = fmt_joined_piece(rd, item, path, j, "", &texts[j], &lens[j]);
         } else if (ck__rd_kind(rd, item) == CK_VALUE_OBJECT) {
             int got = ck__rd_field(rd, item, CK_KEY_TEXT, &text);
             if (got < 0) rc = got;
-            else if (got && ck__rd_kind(rd, text) != CK_VALUE_NULL) {
-                snprintf(where, sizeof where, "%s[%zu].text", path, j);
-                rc = ck__rd_string(rd, text, &texts[j], &lens[j], where);
-            }
+            else if (got && ck__rd_kind(rd, text) != CK_VALUE_NULL)
+                rc = fmt_joined_piece(rd, text, path, j, ".text", &texts[j], &lens[j]);
         }
         if (!rc && texts[j]) {
             total += lens[j] + (found ? 1 : 0);
@@ -274,7 +291,7 @@ int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *l
             }
     } else if (!rc && found > 1 && total > CK_MAX_STRING) {
         /* Refused before a copy of that size is made; each piece was within the limit. */
-        rc = ck__rd_fail(rd, CK_ETOOBIG, CK__MSG_TOO_BIG, "%s", path);
+        rc = fmt_fail_path(rd, CK_ETOOBIG, CK__MSG_TOO_BIG, path);
     } else if (!rc && found > 1) {
         char *buf = ck_history_alloc(rd->h, total + 1);
         if (!buf) rc = ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
@@ -321,7 +338,7 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                         "from");
     if (format != CK_FORMAT_AUTO && !ck__fmt_of(format))
         return ck__fail(err, CK_EINVAL, "this format cannot be read yet", CK_NONE, "format");
-    ck__rd rd = {reader, h, 0, err};
+    ck__rd rd = {reader, h, 0, err, {0, 0}};
     if (reader->kind(reader->ctx, list) != CK_VALUE_ARRAY)
         return ck__fail(err, CK_ETYPE, "expected a message list", CK_NONE, "messages");
     size_t n;

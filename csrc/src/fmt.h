@@ -22,6 +22,10 @@ typedef struct ck__rd {
     ck_history *h;
     size_t index;
     ck_error *err;
+    /* The indices a helper's `path` names with "%zu" (at most two, in order), so a dialect
+     * passes a literal like ".content[%zu].text" after setting at[0] = k, and the place is
+     * formatted only when an error happens. A path without "%zu" is used as it is. */
+    size_t at[2];
 } ck__rd;
 
 ck_value_kind ck__rd_kind(ck__rd *rd, ck_value v);

@@ -70,19 +70,17 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
     memset(&p, 0, sizeof p);
     p.host = (uint32_t)k;
-    char where[80];
     int plain;
     if (ck__rd_plain_item(rd, item, k, &p, &plain)) return plain;
     const char *type;
     size_t tl;
-    snprintf(where, sizeof where, ".content[%zu].type", k);
-    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, where);
+    rd->at[0] = k;
+    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, ".content[%zu].type");
     if (rc) return rc;
 #define IS(lit) (tl == sizeof(lit) - 1 && memcmp(type, lit, tl) == 0)
     if (IS("text")) {
         p.kind = CK_PART_TEXT;
-        snprintf(where, sizeof where, ".content[%zu].text", k);
-        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, where);
+        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, ".content[%zu].text");
         return rc ? rc : ck__rd_part(rd, &p, item);
     }
     if (IS("image")) {
@@ -94,47 +92,48 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
         p.kind = CK_PART_TOOL_CALL;
         p.flags = CK_PART_ANTHROPIC;
         ck_value input;
-        snprintf(where, sizeof where, ".content[%zu].id", k);
-        if ((rc = ck__rd_need_string(rd, item, CK_KEY_ID, &p.id, &p.id_len, where))) return rc;
-        snprintf(where, sizeof where, ".content[%zu].name", k);
-        if ((rc = ck__rd_need_string(rd, item, CK_KEY_NAME, &p.name, &p.name_len, where)))
+        if ((rc = ck__rd_need_string(rd, item, CK_KEY_ID, &p.id, &p.id_len,
+                                     ".content[%zu].id")))
+            return rc;
+        if ((rc = ck__rd_need_string(rd, item, CK_KEY_NAME, &p.name, &p.name_len,
+                                     ".content[%zu].name")))
             return rc;
         int got = ck__rd_field(rd, item, CK_KEY_INPUT, &input);
         if (got < 0) return got;
-        snprintf(where, sizeof where, ".content[%zu].input", k);
-        if (got && (rc = ck__rd_text_or_json(rd, input, &p.text, &p.text_len, where))) return rc;
+        if (got && (rc = ck__rd_text_or_json(rd, input, &p.text, &p.text_len,
+                                             ".content[%zu].input")))
+            return rc;
         return ck__rd_part(rd, &p, item);
     }
     if (IS("tool_result")) {
         p.kind = CK_PART_TOOL_RESULT;
         p.flags = CK_PART_ANTHROPIC | (ck__rd_true(rd, item, CK_KEY_IS_ERROR) ? CK_PART_IS_ERROR
                                                                              : 0);
-        snprintf(where, sizeof where, ".content[%zu].tool_use_id", k);
-        if ((rc = ck__rd_need_string(rd, item, CK_KEY_TOOL_USE_ID, &p.id, &p.id_len, where)))
+        if ((rc = ck__rd_need_string(rd, item, CK_KEY_TOOL_USE_ID, &p.id, &p.id_len,
+                                     ".content[%zu].tool_use_id")))
             return rc;
         ck_value content = {NULL, 0};
         int got = ck__rd_field(rd, item, CK_KEY_CONTENT, &content);
         if (got < 0) return got;
-        snprintf(where, sizeof where, ".content[%zu].content", k);
-        if ((rc = ck__rd_joined_text(rd, content, &p.text, &p.text_len, where)) ||
+        if ((rc = ck__rd_joined_text(rd, content, &p.text, &p.text_len,
+                                     ".content[%zu].content")) ||
             (rc = ck__rd_part(rd, &p, item)))
             return rc;
-        return got ? ck__rd_attachments(rd, content, where) : CK_OK;
+        return got ? ck__rd_attachments(rd, content, ".content[%zu].content") : CK_OK;
     }
     /* Thinking and everything else stays whole; what it says counts for its cost. */
     p.kind = CK_PART_OTHER;
     if (IS("thinking") || IS("redacted_thinking")) p.flags = CK_PART_ANTHROPIC;
-    snprintf(where, sizeof where, ".content[%zu]", k);
     ck_value field;
     ck_key key = IS("thinking") ? CK_KEY_THINKING : IS("redacted_thinking") ? CK_KEY_DATA
                                                                               : CK_KEY_TEXT;
     int got = ck__rd_field(rd, item, key, &field);
     if (got < 0) return got;
     if (got && ck__rd_kind(rd, field) == CK_VALUE_STRING)
-        rc = ck__rd_string(rd, field, &p.text, &p.text_len, where);
+        rc = ck__rd_string(rd, field, &p.text, &p.text_len, ".content[%zu]");
     else if (!IS("thinking") && !IS("redacted_thinking"))
         rc = ck__rd_field(rd, item, CK_KEY_CONTENT, &field) > 0
-                 ? ck__rd_text_or_json(rd, field, &p.text, &p.text_len, where)
+                 ? ck__rd_text_or_json(rd, field, &p.text, &p.text_len, ".content[%zu]")
                  : CK_OK;
 #undef IS
     return rc ? rc : ck__rd_part(rd, &p, item);

@@ -61,25 +61,22 @@ static int openai_read_item(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
     memset(&p, 0, sizeof p);
     p.host = (uint32_t)k;
-    char where[64];
     int plain;
     if (ck__rd_plain_item(rd, item, k, &p, &plain)) return plain;
-    snprintf(where, sizeof where, ".content[%zu].type", k);
+    rd->at[0] = k;
     const char *type;
     size_t tl;
-    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, where);
+    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, ".content[%zu].type");
     if (rc) return rc;
     if (tl == 4 && memcmp(type, "text", 4) == 0) {
         p.kind = CK_PART_TEXT;
-        snprintf(where, sizeof where, ".content[%zu].text", k);
-        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, where);
+        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, ".content[%zu].text");
     } else if (tl == 9 && memcmp(type, "image_url", 9) == 0) {
         p.kind = CK_PART_IMAGE;
         p.flags = CK_PART_OPENAI;
     } else {
         p.kind = CK_PART_OTHER;
-        snprintf(where, sizeof where, ".content[%zu].text", k);
-        rc = ck__rd_opt_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, where);
+        rc = ck__rd_opt_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, ".content[%zu].text");
     }
     return rc ? rc : ck__rd_part(rd, &p, item);
 }
@@ -102,9 +99,10 @@ static int openai_read_calls(ck__rd *rd, ck_value msg) {
         p.kind = CK_PART_TOOL_CALL;
         p.flags = CK_PART_OPENAI;
         p.host = CK__HOST_CALL | (uint32_t)j;
-        char where[80];
-        snprintf(where, sizeof where, ".tool_calls[%zu].id", j);
-        if ((rc = ck__rd_need_string(rd, call, CK_KEY_ID, &p.id, &p.id_len, where))) break;
+        rd->at[0] = j;
+        if ((rc = ck__rd_need_string(rd, call, CK_KEY_ID, &p.id, &p.id_len,
+                                     ".tool_calls[%zu].id")))
+            break;
         got = ck__rd_field(rd, call, CK_KEY_FUNCTION, &fn);
         if (got < 0) return got;
         if (!got)
@@ -113,12 +111,14 @@ static int openai_read_calls(ck__rd *rd, ck_value msg) {
         if (ck__rd_kind(rd, fn) != CK_VALUE_OBJECT)
             return ck__rd_fail(rd, CK_ETYPE, "expected an object", ".tool_calls[%zu].function",
                                j);
-        snprintf(where, sizeof where, ".tool_calls[%zu].function.name", j);
-        if ((rc = ck__rd_need_string(rd, fn, CK_KEY_NAME, &p.name, &p.name_len, where))) break;
+        if ((rc = ck__rd_need_string(rd, fn, CK_KEY_NAME, &p.name, &p.name_len,
+                                     ".tool_calls[%zu].function.name")))
+            break;
         got = ck__rd_field(rd, fn, CK_KEY_ARGUMENTS, &args);
         if (got < 0) return got;
-        snprintf(where, sizeof where, ".tool_calls[%zu].function.arguments", j);
-        if (got && (rc = ck__rd_text_or_json(rd, args, &p.text, &p.text_len, where))) break;
+        if (got && (rc = ck__rd_text_or_json(rd, args, &p.text, &p.text_len,
+                                             ".tool_calls[%zu].function.arguments")))
+            break;
         rc = ck__rd_part(rd, &p, call);
     }
     return rc;
