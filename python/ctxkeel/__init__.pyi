@@ -212,6 +212,7 @@ class CompactionResult:
     ratio_before: float
     ratio_after: float
     repairs: List[Repair]
+    cache: RecordCache
     def __init__(
         self,
         messages: List[Message],
@@ -222,6 +223,7 @@ class CompactionResult:
         ratio_before: float = 0.0,
         ratio_after: float = 0.0,
         repairs: Sequence[Repair] = (),
+        cache: Optional[RecordCache] = None,
     ) -> None: ...
     def _repr_html_(self) -> str: ...
 
@@ -250,6 +252,7 @@ class Compactor:
         target: Optional[float] = None,  # None: 0.50
         keep_tail_tokens: Optional[int] = None,  # None: context_window / 4
         retention: Optional[Retention] = None,
+        on_fallback: Optional[Callable[[str], Any]] = None,
         backend: Optional[EvidenceBackend] = None,
         backend_timeout: float = 10.0,
     ) -> None: ...

@@ -30,6 +30,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import json
+import logging
 import threading
 import warnings
 import weakref
@@ -38,6 +39,9 @@ from . import _ext
 from ._ext import Error, HttpSummarizer, InputError, estimate_tokens
 
 __all__ = ["Compactor", "CompactionResult"]
+
+# Every summarizer fallback is logged here as a WARNING, once per distinct reason per Compactor.
+_log = logging.getLogger("ctxkeel")
 
 _REASON_MAX = 300  # characters of an exception's text kept in a fallback reason
 # Seconds to wait for an HttpSummarizer's transfer to end once its token is tripped (the core
@@ -63,14 +67,17 @@ class CompactionResult:
     ``repairs``: every change the tool-call pairing repair made, as a list of
     ``{"kind", "index", "tool_call_id"}`` (kind: "orphan_dropped", "duplicate_dropped",
     "misplaced_dropped", "stub_added", "call_dropped", "result_moved" or "kept_as_text";
-    index: the message in the list given to compact), also at tier "none".
+    index: the message in the list given to compact), also at tier "none";
+    ``cache``: ``{"prefix_kept", "prefix_broken"}``, the tokens of the view that are a prefix
+    of the view this Compactor returned before (a provider's prompt cache can hold them) and
+    the tokens of that earlier view after the prefix (billed again); both 0 on the first.
     """
 
     __slots__ = ("messages", "tier", "record", "tokens_before", "tokens_after",
-                 "ratio_before", "ratio_after", "repairs")
+                 "ratio_before", "ratio_after", "repairs", "cache")
 
     def __init__(self, messages, tier, record, tokens_before, tokens_after,
-                 ratio_before=0.0, ratio_after=0.0, repairs=()):
+                 ratio_before=0.0, ratio_after=0.0, repairs=(), cache=None):
         self.messages = messages
         self.tier = tier
         self.record = record
@@ -79,6 +86,7 @@ class CompactionResult:
         self.ratio_before = ratio_before
         self.ratio_after = ratio_after
         self.repairs = list(repairs)
+        self.cache = dict(cache) if cache else {"prefix_kept": 0, "prefix_broken": 0}
 
     def __repr__(self):
         return ("CompactionResult(tier=%r, messages=%d, tokens_before=%d, tokens_after=%d, "
@@ -114,7 +122,10 @@ class Compactor:
     [256, 8192]). ``summarize_timeout`` (seconds, None for no limit) bounds a summarizer call.
     ``session_id`` names the session; with an existing audit log under ``store_dir`` the
     session resumes where it stopped. ``on_compaction(record)`` is called after each
-    compaction that wrote a record; an exception in it becomes a RuntimeWarning.
+    compaction that wrote a record; an exception in it becomes a RuntimeWarning. A summarizer
+    that fails is logged as a WARNING on the "ctxkeel" logger (once per distinct reason), and
+    ``on_fallback(reason)`` is called on every compaction whose checkpoint the extractive
+    summarizer wrote instead.
 
     ``estimator`` is "default", "o200k", "cl100k", "chars4" or the host's own counter, a function
     ``fn(text) -> int``: every estimate then comes from it (each message is counted once as
@@ -158,12 +169,13 @@ class Compactor:
                  soft=0.70, full=0.80, emergency=0.95, keep_tail=6, offload_threshold=4000,
                  tool_offload_threshold=10000, summary_max_tokens=None, summarize_timeout=60.0,
                  estimator="default", format="auto", pin_first_user=True, on_compaction=None,
-                 target=None, keep_tail_tokens=None, retention=None, backend=None,
-                 backend_timeout=_ext.BACKEND_TIMEOUT):
+                 target=None, keep_tail_tokens=None, retention=None, on_fallback=None,
+                 backend=None, backend_timeout=_ext.BACKEND_TIMEOUT):
         self._timeout = _check_timeout(summarize_timeout)
-        if on_compaction is not None and not callable(on_compaction):
-            raise TypeError("ctxkeel: on_compaction must be callable or None, not %s"
-                            % type(on_compaction).__name__)
+        for name, fn in (("on_compaction", on_compaction), ("on_fallback", on_fallback)):
+            if fn is not None and not callable(fn):
+                raise TypeError("ctxkeel: %s must be callable or None, not %s"
+                                % (name, type(fn).__name__))
         awaiter = _Awaiter() if backend is not None else None
         self._core = _ext.Compactor(
             context_window, session_id=session_id, store_dir=store_dir, warn=warn, soft=soft,
@@ -175,6 +187,8 @@ class Compactor:
             keep_tail_tokens=keep_tail_tokens)
         self._estimator = estimator
         self._on_compaction = on_compaction
+        self._on_fallback = on_fallback
+        self._fallbacks_logged = set()
         # With host code in the core's calls, acompact runs those calls in a worker thread.
         self._host = backend is not None or callable(estimator)
 
@@ -285,12 +299,26 @@ class Compactor:
         messages, tier, record_text, tokens_before, tokens_after = out[:5]
         record = json.loads(record_text) if record_text is not None else None
         if record is not None and self._on_compaction is not None:
-            try:
-                self._on_compaction(record)
-            except Exception as exc:  # the agent goes on; the host hears about it
-                warnings.warn("ctxkeel: on_compaction raised %s" % _describe(exc),
-                              RuntimeWarning, stacklevel=3)
+            self._tell("on_compaction", self._on_compaction, record)
+        reason = record.get("fallback") if record is not None else None
+        if reason:
+            # A summarizer that fails (a bad key, a timeout) must not fail every compaction
+            # unnoticed: the log hears each reason once, on_fallback every time.
+            if reason not in self._fallbacks_logged:
+                self._fallbacks_logged.add(reason)
+                _log.warning("ctxkeel: session %s: the summarizer failed (%s); the checkpoint "
+                             "was written by the extractive summarizer", self.session_id, reason)
+            if self._on_fallback is not None:
+                self._tell("on_fallback", self._on_fallback, reason)
         return CompactionResult(messages, tier, record, tokens_before, tokens_after, *out[5:])
+
+    @staticmethod
+    def _tell(name, fn, value):
+        try:
+            fn(value)
+        except Exception as exc:  # the agent goes on; the host hears about it
+            warnings.warn("ctxkeel: %s raised %s" % (name, _describe(exc)), RuntimeWarning,
+                          stacklevel=4)
 
     # ---- evidence ------------------------------------------------------------------------
 
@@ -415,9 +443,21 @@ def _check_timeout(timeout):
 
 
 def _check_summarize(summarize):
-    if summarize is not None and not callable(summarize):
+    if summarize is None or isinstance(summarize, HttpSummarizer):
+        return
+    if not callable(summarize):
         raise TypeError("ctxkeel: summarize must be callable or None, not %s"
                         % type(summarize).__name__)
+    try:
+        signature = inspect.signature(summarize)
+    except (TypeError, ValueError):  # a builtin without one: called as it is
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise TypeError("ctxkeel: summarize must take one argument (the request), but its "
+                        "signature is %s%s" % (getattr(summarize, "__name__", "summarize"),
+                                               signature)) from None
 
 
 def _arguments_text(arguments):

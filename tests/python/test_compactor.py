@@ -11,6 +11,7 @@ import copy
 import gc
 import inspect
 import json
+import logging
 import math
 import os
 import stat
@@ -63,8 +64,8 @@ def test_signature_matches_the_design():
                 ("tool_offload_threshold", 10000), ("summary_max_tokens", None),
                 ("summarize_timeout", 60.0), ("estimator", "default"), ("format", "auto"),
                 ("pin_first_user", True), ("on_compaction", None), ("target", None),
-                ("keep_tail_tokens", None), ("retention", None), ("backend", None),
-                ("backend_timeout", 10.0)]
+                ("keep_tail_tokens", None), ("retention", None), ("on_fallback", None),
+                ("backend", None), ("backend_timeout", 10.0)]
     assert [(p.name, p.default) for p in sig.parameters.values()] == expected
     assert all(p.kind == p.KEYWORD_ONLY for p in list(sig.parameters.values())[1:])
     for name in ("compact", "acompact", "offload", "read_evidence", "search_evidence",
@@ -352,6 +353,60 @@ def test_a_failing_summarizer_falls_back(name, summarize, reason, tmp_path):
     assert result.tier == "full"
     assert result.record["fallback"].startswith(reason), result.record["fallback"]
     assert len(checkpoints(result.messages)) == 1  # built by the extractive summarizer
+
+
+def test_a_fallback_is_logged_once_per_reason_and_told_every_time(tmp_path, caplog):
+    told = []
+    reasons = iter(["HTTP 401: invalid api key"] * 3 + ["HTTP 429: slow down"])
+
+    def broken(request):
+        raise PermissionError(next(reasons))
+
+    messages = folding_history()
+    c = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path),
+                          on_fallback=told.append)
+    with caplog.at_level(logging.WARNING, logger="ctxkeel"):
+        for _ in range(4):
+            c.reset()  # the same history folds again, and the summarizer fails again
+            assert c.compact(messages, summarize=broken).record["fallback"]
+    assert told == ["summarizer raised PermissionError: HTTP 401: invalid api key"] * 3 + [
+        "summarizer raised PermissionError: HTTP 429: slow down"]
+    logged = [r for r in caplog.records if r.name == "ctxkeel"]
+    assert [r.levelno for r in logged] == [logging.WARNING] * 2
+    assert "HTTP 401" in logged[0].getMessage() and "HTTP 429" in logged[1].getMessage()
+    assert c.session_id in logged[0].getMessage()
+
+
+def test_the_result_says_what_the_view_keeps_of_the_cached_prefix(tmp_path):
+    messages = folding_history()
+    c = ctxkeel.Compactor(window_for(messages, 0.3), store_dir=fresh_dir(tmp_path))
+    first = c.compact(messages[:-2])
+    assert first.cache == {"prefix_kept": 0, "prefix_broken": 0}  # nothing was sent before
+    grown = c.compact(messages)  # two messages more, nothing to compact
+    assert grown.tier == "none" and grown.cache["prefix_broken"] == 0
+    # All of the first view (its messages; the request's own few tokens of overhead aside).
+    assert first.tokens_after - 8 <= grown.cache["prefix_kept"] < first.tokens_after
+    # Compacting changes the view inside what was sent: the rest of it is billed again.
+    tight = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
+    assert tight.compact(messages[:len(messages) // 2]).tier == "none"
+    full = tight.compact(messages)
+    assert full.record["cache"] == full.cache and full.cache["prefix_broken"] > 0
+
+
+def test_a_summarizer_of_the_wrong_shape_is_a_type_error(tmp_path):
+    messages = folding_history()
+    c = ctxkeel.Compactor(window_for(messages, 0.85), store_dir=fresh_dir(tmp_path))
+    for wrong in (lambda: "x", lambda request, model: "x"):
+        with pytest.raises(TypeError, match="one argument"):
+            c.compact(messages, summarize=wrong)
+
+    class Writer:
+        def __call__(self, request, style="short"):
+            return "## User Intent\nFix it."
+
+    assert c.compact(messages, summarize=Writer()).record["fallback"] is None
+    with pytest.raises(TypeError, match="on_fallback must be callable"):
+        ctxkeel.Compactor(1000, store_dir=fresh_dir(tmp_path), on_fallback="log")
 
 
 def test_a_hung_summarizer_times_out(tmp_path):
@@ -769,8 +824,9 @@ def test_a_compaction_job_step_by_step(tmp_path):
     with pytest.raises(ctxkeel.InputError):
         job.set_summary("\ud800")
     job.set_summary("## Next Steps\nstep by step")
-    out, tier, record, before, after, ratio_before, ratio_after, repairs = job.finish()
+    out, tier, record, before, after, ratio_before, ratio_after, repairs, cache = job.finish()
     assert not core.busy and tier == "full" and before > after
+    assert cache == {"prefix_kept": 0, "prefix_broken": 0}  # the compactor's first view
     window = core.options["context_window"]
     assert math.isclose(ratio_before, before / window) and math.isclose(ratio_after, after / window)
     assert 0.80 <= ratio_before < 0.95 and ratio_after <= core.options["soft"]

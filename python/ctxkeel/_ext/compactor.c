@@ -413,7 +413,8 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     ck_compaction *c = job_open(job);
     if (!c) return NULL;
     PyObject *messages = NULL, *tier = NULL, *record = NULL, *before = NULL, *after = NULL;
-    PyObject *ratio_before = NULL, *ratio_after = NULL, *repairs = NULL, *result = NULL;
+    PyObject *ratio_before = NULL, *ratio_after = NULL, *repairs = NULL, *cache = NULL;
+    PyObject *result = NULL;
     if (!job->done_in_core) {
         ck_error err;
         if (job_enter(job) < 0) return NULL;
@@ -447,9 +448,13 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     ratio_before = PyFloat_FromDouble(ck_compaction_ratio_before(c));
     ratio_after = PyFloat_FromDouble(ck_compaction_ratio_after(c));
     repairs = repairs_list(st, c);
-    if (tier && record && before && after && ratio_before && ratio_after && repairs)
-        result = PyTuple_Pack(8, messages, tier, record, before, after, ratio_before, ratio_after,
-                              repairs);
+    uint64_t kept, broken;
+    ck_compaction_cache(c, &kept, &broken);
+    cache = Py_BuildValue("{s:K,s:K}", "prefix_kept", (unsigned long long)kept, "prefix_broken",
+                          (unsigned long long)broken);
+    if (tier && record && before && after && ratio_before && ratio_after && repairs && cache)
+        result = PyTuple_Pack(9, messages, tier, record, before, after, ratio_before, ratio_after,
+                              repairs, cache);
 
 done:
     /* Finished or failed, the job is over: the list holds what it needs of the snapshot. */
@@ -462,6 +467,7 @@ done:
     Py_XDECREF(ratio_before);
     Py_XDECREF(ratio_after);
     Py_XDECREF(repairs);
+    Py_XDECREF(cache);
     return result;
 }
 
@@ -500,12 +506,13 @@ PyDoc_STRVAR(job_finish_doc,
              "finish($self, /)\n--\n\n"
              "Builds the checkpoint and the view, appends the audit record and updates the\n"
              "session state. Returns (messages, tier, record, tokens_before, tokens_after,\n"
-             "ratio_before, ratio_after, repairs): the new message list (unchanged messages are\n"
+             "ratio_before, ratio_after, repairs, cache): the new message list (unchanged\n"
+             "messages are\n"
              "the very objects of the snapshot), the tier name, the record as JSON text (None\n"
              "when nothing was written), the two raw estimates, the view before and after as a\n"
              "fraction of the window (tool schemas and the usage factor included) and the\n"
-             "pairing repairs as a list of {'kind', 'index', 'tool_call_id'}. Closes the\n"
-             "compaction.");
+             "pairing repairs as a list of {'kind', 'index', 'tool_call_id'}, and the prompt\n"
+             "cache figures {'prefix_kept', 'prefix_broken'}. Closes the compaction.");
 PyDoc_STRVAR(job_close_doc,
              "close($self, /)\n--\n\n"
              "Gives the compaction up without finishing it and frees the Compactor for the\n"
