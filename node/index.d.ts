@@ -316,6 +316,10 @@ export interface CompactorOptions<B extends EvidenceBackend | undefined = undefi
   /** Called with every audit record, after the compaction that wrote it. What it throws (or a
    * Promise it returns rejects with) is reported with process.emitWarning. */
   onCompaction?: ((record: CompactionRecord) => void | Promise<void>) | null;
+  /** Called with the reason of every compaction whose checkpoint the extractive summarizer
+   * wrote because the summarizer failed. Each distinct reason is also reported once per
+   * compactor with process.emitWarning (code 'CTXKEEL_FALLBACK'). */
+  onFallback?: ((reason: string) => void | Promise<void>) | null;
 }
 
 /** The options in force, defaults filled in (Compactor.options). */
@@ -487,6 +491,10 @@ export interface CompactionResult<M extends Message = Message> {
   /** Every change the pairing repair made, in message order ([] when none); reported at every
    * tier, none included. */
   repairs: Repair[];
+  /** The provider's prompt cache: tokens of the view that are a prefix of the view this
+   * compactor returned before, and tokens of that earlier view after the prefix (billed
+   * again); both 0 on the first. */
+  cache: { prefixKept: number; prefixBroken: number };
 }
 
 export interface ReadEvidenceOptions {

@@ -281,11 +281,18 @@ function summaryFailure(outcome, seconds) {
   return null;
 }
 
-function reportCallbackError(err) {
-  process.emitWarning(`ctxkeel: onCompaction threw: ${errorText(err)}`, {
+/** Calls the host's callback `name`; what it throws (or its Promise rejects with) is a warning. */
+function tell(name, fn, value) {
+  const report = (err) => process.emitWarning(`ctxkeel: ${name} threw: ${errorText(err)}`, {
     type: 'CtxkeelWarning',
-    code: 'CK_ONCOMPACTION',
+    code: `CK_${name.toUpperCase()}`,
   });
+  try {
+    const returned = fn(value);
+    if (returned && typeof returned.then === 'function') returned.then(undefined, report);
+  } catch (err) {
+    report(err);
+  }
 }
 
 /** The read_evidence tool definition, for an OpenAI or Anthropic tool list. */
@@ -349,15 +356,15 @@ class Compactor {
   #estimator;
   #backend;
   #onCompaction;
+  #onFallback;
+  #fallbacksTold = new Set(); // reasons already sent to process.emitWarning
   #records = new Records(); // what the last compact() read, to tell begin() what it may keep
 
   constructor(options) {
     checkObject(options, 'options');
-    const { summarizeTimeout = 60, onCompaction = null, ...rest } = knownOptions(
-      options,
-      'options',
-      [...NATIVE_OPTIONS, 'summarizeTimeout', 'onCompaction'],
-    );
+    const { summarizeTimeout = 60, onCompaction = null, onFallback = null, ...rest } =
+      knownOptions(options, 'options',
+        [...NATIVE_OPTIONS, 'summarizeTimeout', 'onCompaction', 'onFallback']);
     if (typeof summarizeTimeout !== 'number') {
       throw typeError(
         `options.summarizeTimeout must be a number, not ${describe(summarizeTimeout)}`,
@@ -366,10 +373,10 @@ class Compactor {
     if (!(summarizeTimeout > 0)) {
       throw rangeError('options.summarizeTimeout must be a positive number of seconds');
     }
-    if (onCompaction !== null && typeof onCompaction !== 'function') {
-      throw typeError(
-        `options.onCompaction must be a function or null, not ${describe(onCompaction)}`,
-      );
+    for (const [name, fn] of [['onCompaction', onCompaction], ['onFallback', onFallback]]) {
+      if (fn !== null && typeof fn !== 'function') {
+        throw typeError(`options.${name} must be a function or null, not ${describe(fn)}`);
+      }
     }
     const counter = typeof rest.estimator === 'function' ? estimatorOption(rest) : null;
     this.#native = new addon.Compactor(rest);
@@ -377,6 +384,7 @@ class Compactor {
     this.#estimator = counter ?? this.#native.options.estimator;
     this.#backend = rest.backend ?? null;
     this.#onCompaction = onCompaction;
+    this.#onFallback = onFallback;
   }
 
   /**
@@ -454,6 +462,7 @@ class Compactor {
         ratioBefore: result.ratioBefore,
         ratioAfter: result.ratioAfter,
         repairs: result.repairs,
+        cache: { prefixKept: result.prefixKept, prefixBroken: result.prefixBroken },
       };
     } finally {
       if (signal) signal.removeEventListener('abort', onAbort);
@@ -480,15 +489,18 @@ class Compactor {
   }
 
   #report(record) {
-    if (this.#onCompaction === null) return;
-    try {
-      const returned = this.#onCompaction(record);
-      if (returned && typeof returned.then === 'function') {
-        returned.then(undefined, reportCallbackError);
+    if (record.fallback) {
+      // A summarizer that fails (a bad key, a timeout) must not fail every compaction
+      // unnoticed: a warning per distinct reason, onFallback every time.
+      if (!this.#fallbacksTold.has(record.fallback)) {
+        this.#fallbacksTold.add(record.fallback);
+        process.emitWarning(`ctxkeel: session ${record.session_id}: the summarizer failed ` +
+          `(${record.fallback}); the checkpoint was written by the extractive summarizer`,
+        { type: 'CtxkeelWarning', code: 'CTXKEEL_FALLBACK' });
       }
-    } catch (err) {
-      reportCallbackError(err);
+      if (this.#onFallback !== null) tell('onFallback', this.#onFallback, record.fallback);
     }
+    if (this.#onCompaction !== null) tell('onCompaction', this.#onCompaction, record);
   }
 
   /**

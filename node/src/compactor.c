@@ -1526,11 +1526,14 @@ static napi_value repairs_value(napi_env env, const ck_compaction *c) {
 }
 
 /* The result object of finish() around its message list: {messages, tier, record (JSON text
- * or null), tokensBefore, tokensAfter, ratioBefore, ratioAfter, repairs}. */
+ * or null), tokensBefore, tokensAfter, ratioBefore, ratioAfter, repairs, prefixKept,
+ * prefixBroken}. */
 static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value messages) {
     napi_value obj;
     size_t record_len = 0;
     const char *record = ck_compaction_record(job->c, &record_len);
+    uint64_t kept, broken;
+    ck_compaction_cache(job->c, &kept, &broken);
     NODE_API_CALL(env, napi_create_object(env, &obj));
     if (set_value(env, obj, "messages", messages) ||
         set_value(env, obj, "tier", cstring_value(env, ck_tier_name(ck_compaction_tier(job->c)))) ||
@@ -1542,7 +1545,9 @@ static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value mess
                   number_value(env, (double)ck_compaction_tokens_after(job->c))) ||
         set_value(env, obj, "ratioBefore", number_value(env, ck_compaction_ratio_before(job->c))) ||
         set_value(env, obj, "ratioAfter", number_value(env, ck_compaction_ratio_after(job->c))) ||
-        set_value(env, obj, "repairs", repairs_value(env, job->c)))
+        set_value(env, obj, "repairs", repairs_value(env, job->c)) ||
+        set_value(env, obj, "prefixKept", number_value(env, (double)kept)) ||
+        set_value(env, obj, "prefixBroken", number_value(env, (double)broken)))
         return NULL;
     return obj;
 }

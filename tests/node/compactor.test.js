@@ -642,6 +642,47 @@ describe('compact(): the audit record', () => {
   });
 });
 
+describe('compact(): fallbacks are loud', () => {
+  it('warns once per distinct reason and tells onFallback every time', async () => {
+    const warnings = [];
+    const told = [];
+    const onWarning = (w) => { if (w.code === 'CTXKEEL_FALLBACK') warnings.push(w.message); };
+    process.on('warning', onWarning);
+    const reasons = ['HTTP 401: invalid api key', 'HTTP 401: invalid api key',
+      'HTTP 401: invalid api key', 'HTTP 429: slow down'];
+    try {
+      const { compactor } = compactorAt(FOLD, 0.75, { onFallback: (r) => told.push(r) });
+      for (const reason of reasons) {
+        compactor.reset(); // the same history folds again, and the summarizer fails again
+        const result = await compactor.compact(FOLD, {
+          summarize: () => { throw new Error(reason); } });
+        assert.ok(result.record.fallback.includes(reason), result.record.fallback);
+      }
+      await sleep(20);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.equal(told.length, 4);
+    assert.ok(told.every((r, i) => r.includes(reasons[i])));
+    assert.equal(warnings.length, 2);
+    assert.match(warnings[0], /HTTP 401/);
+    assert.match(warnings[1], /HTTP 429/);
+    assert.throws(() => new Compactor({ contextWindow: 1000, onFallback: 'log' }),
+      /options.onFallback must be a function or null/);
+  });
+
+  it('says what the view keeps of the cached prefix', async () => {
+    const { compactor } = compactorAt(FOLD, 0.3);
+    const first = await compactor.compact(FOLD.slice(0, -2));
+    assert.deepEqual(first.cache, { prefixKept: 0, prefixBroken: 0 });
+    const grown = await compactor.compact(FOLD);
+    assert.equal(grown.tier, 'none');
+    assert.equal(grown.cache.prefixBroken, 0);
+    assert.ok(grown.cache.prefixKept > first.tokensAfter - 8 &&
+      grown.cache.prefixKept < first.tokensAfter, JSON.stringify(grown.cache));
+  });
+});
+
 describe('compact(): async contract', () => {
   it('rejects promptly when the signal aborts mid-summary, and stays usable', async () => {
     const { compactor } = compactorAt(FOLD, 0.75);
