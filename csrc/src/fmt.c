@@ -24,6 +24,7 @@ const char *ck_key_name(ck_key key) {
 static const ck__fmt *const fmt_all[] = {
     &ck__fmt_openai,
     &ck__fmt_anthropic,
+    &ck__fmt_gemini,
 };
 #define FMT_N (sizeof fmt_all / sizeof *fmt_all)
 
@@ -368,6 +369,14 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                 }
             }
             if (best_score == 2) {
+                /* The messages read before in the shared shape must be ones it reads too
+                 * (a Gemini turn has no "content"). */
+                for (size_t j = 0; j < i; j++) {
+                    if (best->detect(&rd, h->msg_values[j]) != 0) continue;
+                    return ck__fail(err, CK_EFORMAT, "a message of another format", j,
+                                    "messages[%zu] (not %s, as messages[%zu] is)", j,
+                                    best->name, i);
+                }
                 h->dialect = best->format;
                 h->dialect_decided = 1;
             } else if (h->dialect == CK_FORMAT_AUTO) {
@@ -427,6 +436,16 @@ int ck__wr_push(ck__wr *w, ck_value arr, ck_value v) { return w->b->push(w->b->c
 int ck__wr_ref(ck__wr *w, ck_value v, ck_value *out) {
     out->ptr = NULL;
     return w->b->ref(w->b->ctx, v, out);
+}
+
+int ck__wr_head(ck__wr *w, const ck_out_msg *m, const char *role, ck_value *out) {
+    const ck_host_builder *b = w->b;
+    if (m->op == CK_OP_EDIT) return b->copy(b->ctx, ck__wr_msg_value(w, m->src), out);
+    int rc = b->message ? b->message(b->ctx, (ck_value){NULL, 0}, NULL, out)
+                        : b->object(b->ctx, out);
+    if (!rc && (rc = ck__wr_set_string(w, *out, CK_KEY_ROLE, role, strlen(role))))
+        ck__wr_drop(w, *out);
+    return rc;
 }
 
 int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,

@@ -107,6 +107,10 @@ int ck__wr_push(ck__wr *w, ck_value arr, ck_value v);
 int ck__wr_ref(ck__wr *w, ck_value v, ck_value *out);
 void ck__wr_drop(ck__wr *w, ck_value v);
 
+/* The start of output message m (EDIT or NEW): a shallow copy of its source message, or a
+ * new message whose "role" is `role`. */
+int ck__wr_head(ck__wr *w, const ck_out_msg *m, const char *role, ck_value *out);
+
 /* A content item whose text field `key` is replaced: a copy of item (when it is an object)
  * with `key` set to the text; else a new {"type": type, key: text}. */
 int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
@@ -153,5 +157,6 @@ const ck__fmt *ck__fmt_of(ck_format f);
 
 extern const ck__fmt ck__fmt_openai;
 extern const ck__fmt ck__fmt_anthropic;
+extern const ck__fmt ck__fmt_gemini;
 
 #endif

@@ -215,17 +215,7 @@ static int anthropic_block(ck__wr *w, const ck_out_part *op, ck_value *out) {
 static int anthropic_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
     const ck_host_builder *b = w->b;
     ck_value msg, content;
-    int rc;
-    if (m->op == CK_OP_EDIT) {
-        rc = b->copy(b->ctx, ck__wr_msg_value(w, m->src), &msg);
-    } else {
-        rc = b->message ? b->message(b->ctx, (ck_value){NULL, 0}, NULL, &msg)
-                        : b->object(b->ctx, &msg);
-        if (!rc) {
-            const char *role = ck__role_name(m->role);
-            rc = ck__wr_set_string(w, msg, CK_KEY_ROLE, role, strlen(role));
-        }
-    }
+    int rc = ck__wr_head(w, m, ck__role_name(m->role), &msg);
     if (rc) return rc;
     /* A string content whose one part stays is a string again. */
     size_t visible = 0;

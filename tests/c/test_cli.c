@@ -154,6 +154,36 @@ TEST(check_and_repair) {
     OK(contains(out_path, "\"tool_call_id\":\"call_1\""));
 }
 
+/* Every subcommand takes --format gemini; auto detects it; a Gemini call without an id gets
+ * a named stub without one, and the repaired list reads back clean. */
+TEST(gemini_through_every_subcommand) {
+    char turns[128], fixed[128], store[128];
+    path_in(turns, sizeof turns, "gemini.json");
+    path_in(fixed, sizeof fixed, "gemini-fixed.json");
+    path_in(store, sizeof store, "gemini-store");
+    write_file(turns,
+               "[{\"role\":\"user\",\"parts\":[{\"text\":\"fix it\"}]},"
+               "{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"bash\","
+               "\"args\":{\"cmd\":\"make\"}}}]},"
+               "{\"role\":\"user\",\"parts\":[{\"text\":\"and?\"}]}]");
+    INT_EQ(RUN_CLI(NULL, "check", turns), 1);
+    OK(contains(out_path, "messages[1] part 0: missing_result (tool call id \"bash#0@1\")"));
+    INT_EQ(RUN_CLI(NULL, "check", turns, "--format", "gemini"), 1);
+    INT_EQ(RUN_CLI(NULL, "repair", turns, "--format", "gemini", "-o", fixed), 0);
+    OK(contains(fixed, "{\"functionResponse\":{\"name\":\"bash\",\"response\":{\"error\":"
+                       "\"result unavailable: context was compacted\"}}},{\"text\":\"and?\"}"));
+    INT_EQ(RUN_CLI(NULL, "check", fixed, "--format", "gemini"), 0);
+    INT_EQ(RUN_CLI(NULL, "tokens", fixed, "--format", "gemini"), 0);
+    OK(contains(out_path, "3 messages"));
+    INT_EQ(RUN_CLI(NULL, "compact", fixed, "--format", "gemini", "--window", "100000", "--store",
+                   store, "-o", turns),
+           0);
+    OK(contains(turns, "\"role\":\"model\",\"parts\":[{\"functionCall\""));
+    INT_EQ(RUN_CLI(NULL, "replay", fixed, "--format", "gemini", "--window", "100000", "--store",
+                   store),
+           0);
+}
+
 TEST(bad_input_is_named) {
     char file[128];
     path_in(file, sizeof file, "bad.json");
@@ -323,6 +353,7 @@ static void setup(void) {
 }
 
 HARNESS_MAIN(setup(); RUN(usage_and_version) RUN(help_explains_the_columns)
-                 RUN(check_and_repair) RUN(bad_input_is_named)
+                 RUN(check_and_repair) RUN(gemini_through_every_subcommand)
+                 RUN(bad_input_is_named)
                  RUN(tokens_match_the_library) RUN(compact_writes_a_valid_view_and_its_record)
                      RUN(demo_replay_goes_through_every_tier) cleanup();)

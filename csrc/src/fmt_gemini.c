@@ -1,0 +1,309 @@
+/* The Google Gemini dialect (generateContent `contents`).
+ *
+ * Reading a message (index i): an object with an optional `role`, "user" or "model" (absent
+ * or null: "user", as in a single-turn request; anything else is CK_EFORMAT naming .role), and
+ * `parts` (required list; each item an object, one part each):
+ *   {"text":S}                                  TEXT
+ *   {"text":S,"thought":true}                   OTHER, S counted (a thought summary)
+ *   {"functionCall":{"id"?,"name","args"}}      TOOL_CALL, text = args' compact JSON
+ *   {"functionResponse":{"id"?,"name","response"}}
+ *                                               TOOL_RESULT, text = response.output, else
+ *        response.result, when that is a string; else the compact JSON of response
+ *   {"inlineData":..} / {"fileData":..}         IMAGE (a fixed cost, whatever the mime type)
+ *   executableCode, codeExecutionResult, anything else
+ *                                               OTHER, kept whole (its "text" counted if any)
+ * The Python SDK's snake_case spellings function_call, function_response, inline_data and
+ * file_data read the same. Every part is kept as the host's own value, so a
+ * "thoughtSignature" beside a functionCall or a text stays byte for byte with its part, and
+ * unknown fields of parts and messages survive.
+ *
+ * Ids: Gemini ids are optional. A call without one gets a made id (CK_PART_MADE_ID)
+ * "<name>#<k>@<i>", k counting the calls of that name in message i from 0; a response
+ * without one takes the id of the k-th call of its name in the message before it (k
+ * counting the responses of that name in its own message), else a made id of the same shape
+ * that matches nothing. So calls and responses pair by id when both have one, else by order
+ * and name, within adjacent turns only. Made ids are never written.
+ *
+ * Building: NEW messages are {"role":"model"|"user","parts":[...]} (every role but the
+ * assistant's is "user": a checkpoint is a user turn); a new text part {"text":T}; a new
+ * result (a stub for a call whose result is gone)
+ * {"functionResponse":{"name":N,"id":id (real ids only),"response":{"error":T}}}, in
+ * snake_case when the history used it. EDIT is a shallow copy of the source message whose
+ * parts list has the source's parts as they were, a replaced text as a copy with "text"
+ * replaced, a replaced result (an offloaded output) as a copy whose functionResponse is a
+ * copy with "response" set to {"output":T}, and new parts as above.
+ *
+ * Pairing: a call's responses stand in the next turn, a user turn, before any other part;
+ * ids need only be unique within a turn. Results carry their call's name. Turns alternate
+ * by construction: a stub for a model turn's calls is a user turn right after it, and the
+ * checkpoint (a user turn) is followed by the kept tail. */
+#include <stdio.h>
+#include <string.h>
+
+#include "./fmt.h"
+
+/* A part read from snake_case spellings (private to this file): new parts follow it. */
+#define GEMINI_SNAKE (1u << 20)
+
+/* The value of a part's field in either spelling: 1 camelCase, 2 snake_case, 0 absent. */
+static int gemini_either(ck__rd *rd, ck_value item, ck_key camel, ck_key snake,
+                         ck_value *out) {
+    int got = ck__rd_field(rd, item, camel, out);
+    if (got) return got;
+    got = ck__rd_field(rd, item, snake, out);
+    return got > 0 ? 2 : got;
+}
+
+static int gemini_detect(ck__rd *rd, ck_value msg) {
+    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
+    ck_value v, parts;
+    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, &v) > 0) return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_PARTS, &parts) <= 0 ||
+        ck__rd_kind(rd, parts) != CK_VALUE_ARRAY)
+        return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL &&
+        !ck__rd_is(rd, msg, CK_KEY_ROLE, "user") && !ck__rd_is(rd, msg, CK_KEY_ROLE, "model"))
+        return 0;
+    /* A list of parts instead of a content is Gemini's alone. */
+    return 2;
+}
+
+/* How many parts of message `msg` (read so far) are of `kind` and named `name`. */
+static size_t gemini_count_named(const ck_history *h, size_t msg, ck_part_kind kind,
+                                 const char *name, size_t name_len) {
+    const ck_part *parts = ck__msg_parts(h, msg);
+    size_t n = 0;
+    for (size_t j = 0; j < h->msgs[msg].n_parts; j++)
+        n += parts[j].kind == kind && parts[j].name_len == name_len &&
+             memcmp(parts[j].name, name, name_len) == 0;
+    return n;
+}
+
+/* A made id "<name>#<k>@<msg>" in the history's storage. */
+static int gemini_made_id(ck__rd *rd, ck_part *p, size_t k, size_t msg) {
+    char tail[48];
+    int tl = snprintf(tail, sizeof tail, "#%zu@%zu", k, msg);
+    char *s = ck_history_alloc(rd->h, p->name_len + (size_t)tl);
+    if (!s) return ck__rd_fail(rd, CK_ENOMEM, NULL, NULL);
+    memcpy(s, p->name, p->name_len);
+    memcpy(s + p->name_len, tail, (size_t)tl);
+    p->id = s;
+    p->id_len = p->name_len + (size_t)tl;
+    p->flags |= CK_PART_MADE_ID;
+    return CK_OK;
+}
+
+/* The id of a call or response without one (see the manual above). */
+static int gemini_fill_id(ck__rd *rd, ck_part *p) {
+    const ck_history *h = rd->h;
+    size_t me = h->n_msgs - 1;
+    size_t k = gemini_count_named(h, me, p->kind, p->name, p->name_len);
+    if (p->kind == CK_PART_TOOL_CALL) return gemini_made_id(rd, p, k, me);
+    if (me == 0) return gemini_made_id(rd, p, k, 0);
+    const ck_part *prev = ck__msg_parts(h, me - 1);
+    size_t seen = 0;
+    for (size_t j = 0; j < h->msgs[me - 1].n_parts; j++) {
+        const ck_part *c = &prev[j];
+        if (c->kind != CK_PART_TOOL_CALL || c->name_len != p->name_len ||
+            memcmp(c->name, p->name, p->name_len) != 0)
+            continue;
+        if (seen++ != k) continue;
+        p->id = c->id;
+        p->id_len = c->id_len;
+        p->flags |= c->flags & CK_PART_MADE_ID;
+        return CK_OK;
+    }
+    return gemini_made_id(rd, p, k, me - 1);
+}
+
+/* A functionCall or functionResponse object `fn` (part k). */
+static int gemini_read_fn(ck__rd *rd, ck_value fn, size_t k, const char *field, ck_part *p) {
+    char where[96];
+    int rc;
+    if (ck__rd_kind(rd, fn) != CK_VALUE_OBJECT)
+        return ck__rd_fail(rd, CK_ETYPE, "expected an object", ".parts[%zu].%s", k, field);
+    snprintf(where, sizeof where, ".parts[%zu].%s.name", k, field);
+    if ((rc = ck__rd_need_string(rd, fn, CK_KEY_NAME, &p->name, &p->name_len, where)))
+        return rc;
+    snprintf(where, sizeof where, ".parts[%zu].%s.id", k, field);
+    if ((rc = ck__rd_opt_string(rd, fn, CK_KEY_ID, &p->id, &p->id_len, where))) return rc;
+    ck_value v;
+    if (p->kind == CK_PART_TOOL_CALL) {
+        int got = ck__rd_field(rd, fn, CK_KEY_ARGS, &v);
+        if (got < 0) return got;
+        snprintf(where, sizeof where, ".parts[%zu].%s.args", k, field);
+        if (got && (rc = ck__rd_text_or_json(rd, v, &p->text, &p->text_len, where))) return rc;
+    } else {
+        int got = ck__rd_field(rd, fn, CK_KEY_RESPONSE, &v);
+        if (got < 0) return got;
+        snprintf(where, sizeof where, ".parts[%zu].%s.response", k, field);
+        if (got && ck__rd_kind(rd, v) == CK_VALUE_OBJECT) {
+            ck_value s;
+            if ((ck__rd_field(rd, v, CK_KEY_OUTPUT, &s) > 0 &&
+                 ck__rd_kind(rd, s) == CK_VALUE_STRING) ||
+                (ck__rd_field(rd, v, CK_KEY_RESULT, &s) > 0 &&
+                 ck__rd_kind(rd, s) == CK_VALUE_STRING))
+                v = s;
+            if (ck__rd_field(rd, v, CK_KEY_ERROR, &s) > 0) p->flags |= CK_PART_IS_ERROR;
+        } else if (got && ck__rd_kind(rd, v) != CK_VALUE_NULL) {
+            return ck__rd_fail(rd, CK_ETYPE, "expected an object", "%s", where);
+        }
+        if (got && ck__rd_kind(rd, v) != CK_VALUE_NULL &&
+            (rc = ck__rd_text_or_json(rd, v, &p->text, &p->text_len, where)))
+            return rc;
+    }
+    return p->id_len ? CK_OK : gemini_fill_id(rd, p);
+}
+
+static int gemini_read_part(ck__rd *rd, ck_value item, size_t k) {
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    p.host = (uint32_t)k;
+    if (ck__rd_kind(rd, item) != CK_VALUE_OBJECT)
+        return ck__rd_fail(rd, CK_ETYPE, "expected an object", ".parts[%zu]", k);
+    char where[64];
+    ck_value v;
+    int rc, got;
+    if ((got = gemini_either(rd, item, CK_KEY_FUNCTION_CALL, CK_KEY_FUNCTION_CALL_SNAKE, &v))) {
+        if (got < 0) return got;
+        p.kind = CK_PART_TOOL_CALL;
+        p.flags = got == 2 ? GEMINI_SNAKE : 0;
+        rc = gemini_read_fn(rd, v, k, got == 2 ? "function_call" : "functionCall", &p);
+        return rc ? rc : ck__rd_part(rd, &p, item);
+    }
+    if ((got = gemini_either(rd, item, CK_KEY_FUNCTION_RESPONSE, CK_KEY_FUNCTION_RESPONSE_SNAKE,
+                             &v))) {
+        if (got < 0) return got;
+        p.kind = CK_PART_TOOL_RESULT;
+        p.flags = got == 2 ? GEMINI_SNAKE : 0;
+        rc = gemini_read_fn(rd, v, k, got == 2 ? "function_response" : "functionResponse", &p);
+        return rc ? rc : ck__rd_part(rd, &p, item);
+    }
+    if ((got = gemini_either(rd, item, CK_KEY_INLINE_DATA, CK_KEY_INLINE_DATA_SNAKE, &v)) ||
+        (got = gemini_either(rd, item, CK_KEY_FILE_DATA, CK_KEY_FILE_DATA_SNAKE, &v))) {
+        if (got < 0) return got;
+        p.kind = CK_PART_IMAGE;
+        p.flags = got == 2 ? GEMINI_SNAKE : 0;
+        return ck__rd_part(rd, &p, item);
+    }
+    got = ck__rd_field(rd, item, CK_KEY_TEXT, &v);
+    if (got < 0) return got;
+    p.kind = got && !ck__rd_true(rd, item, CK_KEY_THOUGHT) ? CK_PART_TEXT : CK_PART_OTHER;
+    snprintf(where, sizeof where, ".parts[%zu].text", k);
+    if (got && (rc = ck__rd_string(rd, v, &p.text, &p.text_len, where))) return rc;
+    return ck__rd_part(rd, &p, item);
+}
+
+static int gemini_read(ck__rd *rd, ck_value msg) {
+    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT)
+        return ck__rd_fail(rd, CK_ETYPE, "expected an object", NULL);
+    const char *role_s;
+    size_t role_len;
+    int rc = ck__rd_opt_string(rd, msg, CK_KEY_ROLE, &role_s, &role_len, ".role");
+    if (rc) return rc;
+    ck_role role;
+    if (role_len == 5 && memcmp(role_s, "model", 5) == 0) role = CK_ROLE_ASSISTANT;
+    else if (role_len == 0 || (role_len == 4 && memcmp(role_s, "user", 4) == 0))
+        role = CK_ROLE_USER;
+    else
+        return ck__rd_fail(rd, CK_EFORMAT, "expected \"user\" or \"model\"", ".role");
+    ck_value parts;
+    int got = ck__rd_field(rd, msg, CK_KEY_PARTS, &parts);
+    if (got < 0) return got;
+    if (!got) return ck__rd_fail(rd, CK_EMISSING, "a Gemini turn needs \"parts\"", ".parts");
+    if (ck__rd_kind(rd, parts) != CK_VALUE_ARRAY)
+        return ck__rd_fail(rd, CK_ETYPE, "expected a list", ".parts");
+    if ((rc = ck__rd_message(rd, msg, role, 0))) return rc;
+    size_t n;
+    if ((rc = ck__rd_count(rd, parts, &n))) return rc;
+    for (size_t k = 0; k < n && !rc; k++) {
+        ck_value item;
+        if (!(rc = ck__rd_item(rd, parts, k, &item))) rc = gemini_read_part(rd, item, k);
+    }
+    return rc;
+}
+
+/* ---- building ---- */
+
+/* True when the history was written in snake_case (any part read from that spelling). */
+static int gemini_snake(const ck__wr *w) {
+    for (size_t g = 0; g < w->h->n_parts; g++)
+        if (w->h->parts[g].flags & GEMINI_SNAKE) return 1;
+    return 0;
+}
+
+/* An object {key: text} (a response object, or a text part). */
+static int gemini_wrap(ck__wr *w, ck_key key, const char *s, size_t len, ck_value *out) {
+    int rc = w->b->object(w->b->ctx, out);
+    if (!rc && (rc = ck__wr_set_string(w, *out, key, s, len))) ck__wr_drop(w, *out);
+    return rc;
+}
+
+/* A new functionResponse object {"name", "id" (real ids only), "response": {rkey: text}}. */
+static int gemini_new_fn(ck__wr *w, const ck_part *p, ck_key rkey, ck_value *out) {
+    ck_value resp;
+    int rc = w->b->object(w->b->ctx, out);
+    if (rc) return rc;
+    rc = ck__wr_set_string(w, *out, CK_KEY_NAME, p->name, p->name_len);
+    if (!rc && p->id_len && !(p->flags & CK_PART_MADE_ID))
+        rc = ck__wr_set_string(w, *out, CK_KEY_ID, p->id, p->id_len);
+    if (!rc && !(rc = gemini_wrap(w, rkey, p->text, p->text_len, &resp)))
+        rc = ck__wr_set(w, *out, CK_KEY_RESPONSE, resp);
+    if (rc) ck__wr_drop(w, *out);
+    return rc;
+}
+
+/* A result part: a new one (a stub, its text under "error", spelled as the history is) when
+ * item is absent; else a copy of item whose functionResponse is new, the replaced text
+ * under "output". */
+static int gemini_result(ck__wr *w, const ck_part *p, ck_value *item, ck_value *out) {
+    ck_key key = (item ? (p->flags & GEMINI_SNAKE) != 0 : gemini_snake(w))
+                     ? CK_KEY_FUNCTION_RESPONSE_SNAKE
+                     : CK_KEY_FUNCTION_RESPONSE;
+    ck_value fn;
+    int rc = item ? w->b->copy(w->b->ctx, *item, out) : w->b->object(w->b->ctx, out);
+    if (rc) return rc;
+    if (!(rc = gemini_new_fn(w, p, item ? CK_KEY_OUTPUT : CK_KEY_ERROR, &fn)))
+        rc = ck__wr_set(w, *out, key, fn);
+    if (rc) ck__wr_drop(w, *out);
+    return rc;
+}
+
+static int gemini_part(ck__wr *w, const ck_out_part *op, ck_value *out) {
+    const ck_part *p = &op->part;
+    if (op->src_msg == CK_NONE)
+        return p->kind == CK_PART_TOOL_RESULT ? gemini_result(w, p, NULL, out)
+                                               : gemini_wrap(w, CK_KEY_TEXT, p->text,
+                                                             p->text_len, out);
+    ck_value item = ck__wr_part_value(w, op->src_msg, op->src_part);
+    if (!op->replaced) return ck__wr_ref(w, item, out);
+    if (p->kind == CK_PART_TOOL_RESULT) return gemini_result(w, p, &item, out);
+    return ck__wr_replaced_item(w, item, CK_KEY_TEXT, NULL, op->part.text, op->part.text_len,
+                                out);
+}
+
+static int gemini_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
+    const ck_host_builder *b = w->b;
+    ck_value msg, parts;
+    int rc = ck__wr_head(w, m, m->role == CK_ROLE_ASSISTANT ? "model" : "user", &msg);
+    if (rc) return rc;
+    rc = b->array(b->ctx, &parts);
+    for (size_t k = 0; k < m->n_parts && !rc; k++) {
+        ck_value part;
+        rc = gemini_part(w, &m->parts[k], &part);
+        if (!rc) rc = ck__wr_push(w, parts, part);
+    }
+    if (rc) ck__wr_drop(w, parts);
+    if (!rc) rc = ck__wr_set(w, msg, CK_KEY_PARTS, parts);
+    if (rc) {
+        ck__wr_drop(w, msg);
+        return rc;
+    }
+    *out = msg;
+    return CK_OK;
+}
+
+const ck__fmt ck__fmt_gemini = {
+    CK_FORMAT_GEMINI, "gemini", gemini_detect, gemini_read, gemini_write,
+    CK__PAIR_NEXT_MESSAGE | CK__PAIR_RESULT_NAMED, CK_ROLE_USER,
+};
