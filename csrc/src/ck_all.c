@@ -16,6 +16,7 @@
 #include "./fmt.c"
 #include "./fmt_anthropic.c"
 #include "./fmt_openai.c"
+#include "./fmt_responses.c"
 #include "./hash.c"
 #include "./history.c"
 #include "./http.c"

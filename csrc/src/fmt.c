@@ -24,6 +24,7 @@ const char *ck_key_name(ck_key key) {
 static const ck__fmt *const fmt_all[] = {
     &ck__fmt_openai,
     &ck__fmt_anthropic,
+    &ck__fmt_responses,
 };
 #define FMT_N (sizeof fmt_all / sizeof *fmt_all)
 
@@ -198,6 +199,31 @@ int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc) 
     *rc = ck__rd_string(rd, item, &p->text, &p->text_len, where);
     if (!*rc) *rc = ck__rd_part(rd, p, item);
     return 1;
+}
+
+int ck__rd_item_head(ck__rd *rd, ck_value item, size_t k, ck_part *p, const char **type,
+                     size_t *tl, int *rc) {
+    memset(p, 0, sizeof *p);
+    p->host = (uint32_t)k;
+    if (ck__rd_plain_item(rd, item, k, p, rc)) return 1;
+    char where[64];
+    snprintf(where, sizeof where, ".content[%zu].type", k);
+    *rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, type, tl, where);
+    return *rc != CK_OK;
+}
+
+int ck__rd_simple_content(ck__rd *rd, ck_value content, ck_value_kind kind, size_t *n) {
+    *n = 0;
+    if (kind == CK_VALUE_ABSENT || kind == CK_VALUE_NULL) return CK_OK;
+    if (kind == CK_VALUE_ARRAY) return ck__rd_count(rd, content, n);
+    if (kind != CK_VALUE_STRING)
+        return ck__rd_fail(rd, CK_ETYPE, "expected a string, a list or null", ".content");
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    p.kind = CK_PART_TEXT;
+    p.host = CK__HOST_WHOLE;
+    int rc = ck__rd_string(rd, content, &p.text, &p.text_len, ".content");
+    return rc ? rc : ck__rd_part(rd, &p, content);
 }
 
 int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item) {
@@ -459,11 +485,14 @@ int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path) {
         if (ck__rd_kind(rd, item) != CK_VALUE_OBJECT) continue;
         int got = ck__rd_field(rd, item, CK_KEY_TYPE, &type);
         if (got < 0) return got;
-        if (ck__rd_is(rd, item, CK_KEY_TYPE, "text")) continue;
+        if (ck__rd_is(rd, item, CK_KEY_TYPE, "text") ||
+            ck__rd_is(rd, item, CK_KEY_TYPE, "input_text"))
+            continue;
         ck_part p;
         memset(&p, 0, sizeof p);
         p.kind = ck__rd_is(rd, item, CK_KEY_TYPE, "image") ||
-                         ck__rd_is(rd, item, CK_KEY_TYPE, "image_url")
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "image_url") ||
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "input_image")
                      ? CK_PART_IMAGE
                      : CK_PART_OTHER;
         p.flags = CK_PART_ATTACHED;
@@ -476,6 +505,11 @@ int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path) {
 
 int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
                           ck_value *out) {
+    return ck__wr_result_content_as(w, msg, part, "text", text, len, out);
+}
+
+int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *type,
+                             const char *text, size_t len, ck_value *out) {
     const ck_history *h = w->h;
     const ck_part *parts = ck__msg_parts(h, msg);
     size_t n = h->msgs[msg].n_parts, attached = 0;
@@ -485,7 +519,7 @@ int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, 
     ck_value list, item;
     int rc = w->b->array(w->b->ctx, &list);
     if (rc) return rc;
-    rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", text, len, &item);
+    rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, type, text, len, &item);
     if (!rc) rc = ck__wr_push(w, list, item);
     for (size_t k = 0; k < attached && !rc; k++) {
         rc = ck__wr_ref(w, ck__wr_part_value(w, msg, part + 1 + k), &item);

@@ -67,6 +67,16 @@ int ck__rd_head(ck__rd *rd, ck_value msg, ck_role *role, ck_value *content,
  * returns 0 for an object, left to the dialect. `p` is the part to fill, host set. */
 int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc);
 
+/* Starts reading item k of a content list into p (zeroed, host k): a bare string or a
+ * non-object is done as by ck__rd_plain_item() and returns 1 (*rc its status); an object
+ * without a string "type" returns 1 with the error in *rc; else returns 0 with the type. */
+int ck__rd_item_head(ck__rd *rd, ck_value item, size_t k, ck_part *p, const char **type,
+                     size_t *tl, int *rc);
+/* Reads a content that is a string (one TEXT part, the whole content), null or absent (no
+ * part), or a list: its items are left to the dialect, *n their number (0 for anything but
+ * a list). Anything else is CK_ETYPE at .content. */
+int ck__rd_simple_content(ck__rd *rd, ck_value content, ck_value_kind kind, size_t *n);
+
 /* The text of a content that may be a string or a list of items with "text" (joined by
  * newlines, other items skipped); `path` names the content for errors. The joined text lives
  * in the history's storage. */
@@ -114,6 +124,10 @@ int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
 int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
                           ck_value *out);
 
+/* The same, with the text item of the given type ("input_text" for Responses). */
+int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *type,
+                             const char *text, size_t len, ck_value *out);
+
 /* ck_part.host for parts a dialect read: where in the message the part's value stands. */
 #define CK__HOST_WHOLE 0xFFFFFFu   /* the message's whole content (a string) */
 #define CK__HOST_CALL (1u << 24)   /* | j: item j of the message's list of tool calls */
@@ -149,5 +163,6 @@ const ck__fmt *ck__fmt_of(ck_format f);
 
 extern const ck__fmt ck__fmt_openai;
 extern const ck__fmt ck__fmt_anthropic;
+extern const ck__fmt ck__fmt_responses;
 
 #endif

@@ -68,16 +68,11 @@ static int anthropic_detect(ck__rd *rd, ck_value msg) {
 
 static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
-    memset(&p, 0, sizeof p);
-    p.host = (uint32_t)k;
     char where[80];
-    int plain;
-    if (ck__rd_plain_item(rd, item, k, &p, &plain)) return plain;
     const char *type;
     size_t tl;
-    snprintf(where, sizeof where, ".content[%zu].type", k);
-    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, where);
-    if (rc) return rc;
+    int rc;
+    if (ck__rd_item_head(rd, item, k, &p, &type, &tl, &rc)) return rc;
 #define IS(lit) (tl == sizeof(lit) - 1 && memcmp(type, lit, tl) == 0)
     if (IS("text")) {
         p.kind = CK_PART_TEXT;
@@ -148,19 +143,8 @@ static int anthropic_read(ck__rd *rd, ck_value msg) {
     if (rc) return rc;
     if ((rc = ck__rd_message(rd, msg, role, ck == CK_VALUE_STRING ? CK_MSG_STRING_CONTENT : 0)))
         return rc;
-    if (ck == CK_VALUE_STRING) {
-        ck_part p;
-        memset(&p, 0, sizeof p);
-        p.kind = CK_PART_TEXT;
-        p.host = CK__HOST_WHOLE;
-        if ((rc = ck__rd_string(rd, content, &p.text, &p.text_len, ".content"))) return rc;
-        return ck__rd_part(rd, &p, content);
-    }
-    if (ck == CK_VALUE_ABSENT || ck == CK_VALUE_NULL) return CK_OK;
-    if (ck != CK_VALUE_ARRAY)
-        return ck__rd_fail(rd, CK_ETYPE, "expected a string, a list or null", ".content");
     size_t n;
-    if ((rc = ck__rd_count(rd, content, &n))) return rc;
+    if ((rc = ck__rd_simple_content(rd, content, ck, &n))) return rc;
     for (size_t k = 0; k < n && !rc; k++) {
         ck_value item;
         if (!(rc = ck__rd_item(rd, content, k, &item))) rc = anthropic_read_block(rd, item, k);

@@ -59,16 +59,11 @@ static int openai_detect(ck__rd *rd, ck_value msg) {
 
 static int openai_read_item(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
-    memset(&p, 0, sizeof p);
-    p.host = (uint32_t)k;
     char where[64];
-    int plain;
-    if (ck__rd_plain_item(rd, item, k, &p, &plain)) return plain;
-    snprintf(where, sizeof where, ".content[%zu].type", k);
     const char *type;
     size_t tl;
-    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, where);
-    if (rc) return rc;
+    int rc;
+    if (ck__rd_item_head(rd, item, k, &p, &type, &tl, &rc)) return rc;
     if (tl == 4 && memcmp(type, "text", 4) == 0) {
         p.kind = CK_PART_TEXT;
         snprintf(where, sizeof where, ".content[%zu].text", k);
