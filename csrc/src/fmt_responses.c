@@ -1,6 +1,10 @@
 /* The OpenAI Responses dialect: the `input` items the Responses API takes (and the Agents SDK
  * and Codex send). Every item is one message of the history.
  *
+ * Detection: an item whose "type" is one only Responses writes ("message", "reasoning",
+ * "item_reference", any "..._call" or "..._call_output"), or a bare message whose content has
+ * input_text / output_text / input_image / input_file / refusal items, is this dialect's own.
+ *
  * Reading item i (an object; its "type" a string when present):
  *   - {"type":"message","role":R,"content":C} and the bare {"role":R,"content":C} (no "type"):
  *     role as in Chat Completions (user, assistant, system, developer); C a string is one TEXT
@@ -54,11 +58,32 @@ static int responses_type_is(const char *type, size_t len, const char *lit) {
     return len == strlen(lit) && memcmp(type, lit, len) == 0;
 }
 
+/* True for an item type only Responses writes: a message item, reasoning, an item
+ * reference, and every "..._call" and "..._call_output" (function, custom tool, web search,
+ * computer, shell...). Other dialects type their messages too (LangChain's "human"). */
+static int responses_own_type(const char *type, size_t len) {
+    static const char *const ends[] = {"_call", "_call_output"};
+    if (responses_type_is(type, len, "message") || responses_type_is(type, len, "reasoning") ||
+        responses_type_is(type, len, "item_reference"))
+        return 1;
+    for (size_t j = 0; j < sizeof ends / sizeof *ends; j++) {
+        size_t n = strlen(ends[j]);
+        if (len > n && memcmp(type + len - n, ends[j], n) == 0) return 1;
+    }
+    return 0;
+}
+
 static int responses_detect(ck__rd *rd, ck_value msg) {
     if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
     ck_value v, content;
-    if (ck__rd_field(rd, msg, CK_KEY_TYPE, &v) > 0)
-        return ck__rd_kind(rd, v) == CK_VALUE_STRING ? 2 : 1;
+    if (ck__rd_field(rd, msg, CK_KEY_TYPE, &v) > 0) {
+        const char *type;
+        size_t tl;
+        if (ck__rd_kind(rd, v) != CK_VALUE_STRING || rd->r->string(rd->r->ctx, v, &type, &tl) ||
+            !type)
+            return 1;
+        return responses_own_type(type, tl) ? 2 : 1;
+    }
     if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
     if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 0;
     if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
