@@ -212,6 +212,13 @@ int ck__rd_item_head(ck__rd *rd, ck_value item, size_t k, ck_part *p, const char
     return *rc != CK_OK;
 }
 
+int ck__rd_text_item(ck__rd *rd, ck_value item, size_t k, ck_part *p) {
+    char where[64];
+    snprintf(where, sizeof where, ".content[%zu].text", k);
+    p->kind = CK_PART_TEXT;
+    return ck__rd_need_string(rd, item, CK_KEY_TEXT, &p->text, &p->text_len, where);
+}
+
 int ck__rd_simple_content(ck__rd *rd, ck_value content, ck_value_kind kind, size_t *n) {
     *n = 0;
     if (kind == CK_VALUE_ABSENT || kind == CK_VALUE_NULL) return CK_OK;
@@ -531,4 +538,43 @@ int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *typ
     }
     *out = list;
     return CK_OK;
+}
+
+int ck__wr_content_list(ck__wr *w, const ck_out_msg *m, int (*skip)(const ck_out_part *op),
+                        const char *type, ck_value *out) {
+    ck_value list;
+    int rc = w->b->array(w->b->ctx, &list);
+    for (size_t k = 0; k < m->n_parts && !rc; k++) {
+        const ck_out_part *op = &m->parts[k];
+        if ((skip && skip(op)) || (op->part.flags & CK_PART_ATTACHED)) continue;
+        ck_value item, own = {NULL, 0};
+        if (op->src_msg != CK_NONE && op->part.host < CK__HOST_WHOLE)
+            own = ck__wr_part_value(w, op->src_msg, op->src_part);
+        if (own.ptr && !op->replaced)
+            rc = ck__wr_ref(w, own, &item);
+        else
+            rc = ck__wr_replaced_item(w, own, CK_KEY_TEXT, type, op->part.text,
+                                      op->part.text_len, &item);
+        if (!rc) rc = ck__wr_push(w, list, item);
+    }
+    if (rc) {
+        ck__wr_drop(w, list);
+        return rc;
+    }
+    *out = list;
+    return CK_OK;
+}
+
+int ck__rd_chat_shape(ck__rd *rd, ck_value msg, ck_value *content, size_t *n) {
+    ck_value v;
+    *n = 0;
+    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
+    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
+        return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, content) <= 0 ||
+        ck__rd_kind(rd, *content) != CK_VALUE_ARRAY)
+        return 1;
+    return ck__rd_count(rd, *content, n) ? 0 : 1;
 }

@@ -45,17 +45,9 @@ static int anthropic_block_kind(ck__rd *rd, ck_value item) {
 }
 
 static int anthropic_detect(ck__rd *rd, ck_value msg) {
-    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
-    ck_value v, content;
-    if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
-    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
-        return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, &content) <= 0 ||
-        ck__rd_kind(rd, content) != CK_VALUE_ARRAY)
-        return 1;
+    ck_value content;
     size_t n;
-    if (ck__rd_count(rd, content, &n)) return 0;
+    if (!ck__rd_chat_shape(rd, msg, &content, &n)) return 0;
     int score = 1;
     for (size_t k = 0; k < n; k++) {
         ck_value item;
@@ -75,9 +67,7 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
     if (ck__rd_item_head(rd, item, k, &p, &type, &tl, &rc)) return rc;
 #define IS(lit) (tl == sizeof(lit) - 1 && memcmp(type, lit, tl) == 0)
     if (IS("text")) {
-        p.kind = CK_PART_TEXT;
-        snprintf(where, sizeof where, ".content[%zu].text", k);
-        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, where);
+        rc = ck__rd_text_item(rd, item, k, &p);
         return rc ? rc : ck__rd_part(rd, &p, item);
     }
     if (IS("image")) {

@@ -76,6 +76,7 @@ static int responses_own_type(const char *type, size_t len) {
 static int responses_detect(ck__rd *rd, ck_value msg) {
     if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
     ck_value v, content;
+    size_t n;
     if (ck__rd_field(rd, msg, CK_KEY_TYPE, &v) > 0) {
         const char *type;
         size_t tl;
@@ -84,15 +85,7 @@ static int responses_detect(ck__rd *rd, ck_value msg) {
             return 1;
         return responses_own_type(type, tl) ? 2 : 1;
     }
-    if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
-    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
-        return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, &content) <= 0 ||
-        ck__rd_kind(rd, content) != CK_VALUE_ARRAY)
-        return 1;
-    size_t n;
-    if (ck__rd_count(rd, content, &n)) return 0;
+    if (!ck__rd_chat_shape(rd, msg, &content, &n)) return 0;
     int score = 1;
     static const char *const own[] = {"input_text", "output_text", "input_image", "input_file",
                                       "refusal"};
@@ -111,19 +104,18 @@ static int responses_detect(ck__rd *rd, ck_value msg) {
 
 /* Item k of a message item's content list. */
 static int responses_read_content_item(ck__rd *rd, ck_value item, size_t k) {
+    int rc;
     ck_part p;
-    char where[64];
     const char *type;
     size_t tl;
-    int rc;
     if (ck__rd_item_head(rd, item, k, &p, &type, &tl, &rc)) return rc;
     if (responses_type_is(type, tl, "input_text") || responses_type_is(type, tl, "output_text")) {
-        p.kind = CK_PART_TEXT;
-        snprintf(where, sizeof where, ".content[%zu].text", k);
-        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, where);
+        rc = ck__rd_text_item(rd, item, k, &p);
     } else if (responses_type_is(type, tl, "input_image")) {
         p.kind = CK_PART_IMAGE;
     } else {
+        /* input_file, refusal and the like: counted by their JSON. */
+        char where[64];
         p.kind = CK_PART_OTHER;
         snprintf(where, sizeof where, ".content[%zu]", k);
         rc = ck__rd_text_or_json(rd, item, &p.text, &p.text_len, where);
@@ -269,31 +261,8 @@ static int responses_content(ck__wr *w, const ck_out_msg *m, const ck_out_part *
         if (only->replaced) return ck__wr_string(w, only->part.text, only->part.text_len, out);
         return ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), out);
     }
-    const char *text_type = m->role == CK_ROLE_ASSISTANT ? "output_text" : "input_text";
-    ck_value list;
-    int rc = w->b->array(w->b->ctx, &list);
-    for (size_t k = 0; k < m->n_parts && !rc; k++) {
-        const ck_out_part *op = &m->parts[k];
-        if (op->part.flags & CK_PART_ATTACHED) continue;
-        ck_value item;
-        int own = op->src_msg != CK_NONE && op->part.host < CK__HOST_CALL;
-        if (!own)
-            rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, text_type,
-                                      op->part.text, op->part.text_len, &item);
-        else if (op->replaced)
-            rc = ck__wr_replaced_item(w, ck__wr_part_value(w, op->src_msg, op->src_part),
-                                      CK_KEY_TEXT, text_type, op->part.text, op->part.text_len,
-                                      &item);
-        else
-            rc = ck__wr_ref(w, ck__wr_part_value(w, op->src_msg, op->src_part), &item);
-        if (!rc) rc = ck__wr_push(w, list, item);
-    }
-    if (rc) {
-        ck__wr_drop(w, list);
-        return rc;
-    }
-    *out = list;
-    return CK_OK;
+    return ck__wr_content_list(w, m, NULL,
+                               m->role == CK_ROLE_ASSISTANT ? "output_text" : "input_text", out);
 }
 
 /* A new item: a result for `p`, or a message of the texts of m. */
