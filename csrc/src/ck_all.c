@@ -17,6 +17,7 @@
 #include "./fmt_anthropic.c"
 #include "./fmt_gemini.c"
 #include "./fmt_openai.c"
+#include "./fmt_responses.c"
 #include "./hash.c"
 #include "./history.c"
 #include "./http.c"

@@ -25,6 +25,7 @@ static const ck__fmt *const fmt_all[] = {
     &ck__fmt_openai,
     &ck__fmt_anthropic,
     &ck__fmt_gemini,
+    &ck__fmt_responses,
 };
 #define FMT_N (sizeof fmt_all / sizeof *fmt_all)
 
@@ -211,6 +212,37 @@ int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc) 
     *rc = ck__rd_string(rd, item, &p->text, &p->text_len, ".content[%zu]");
     if (!*rc) *rc = ck__rd_part(rd, p, item);
     return 1;
+}
+
+int ck__rd_item_head(ck__rd *rd, ck_value item, size_t k, ck_part *p, const char **type,
+                     size_t *tl, int *rc) {
+    memset(p, 0, sizeof *p);
+    p->host = (uint32_t)k;
+    if (ck__rd_plain_item(rd, item, k, p, rc)) return 1;
+    rd->at[0] = k;
+    *rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, type, tl, ".content[%zu].type");
+    return *rc != CK_OK;
+}
+
+int ck__rd_text_item(ck__rd *rd, ck_value item, size_t k, ck_part *p) {
+    p->kind = CK_PART_TEXT;
+    rd->at[0] = k;
+    return ck__rd_need_string(rd, item, CK_KEY_TEXT, &p->text, &p->text_len,
+                              ".content[%zu].text");
+}
+
+int ck__rd_simple_content(ck__rd *rd, ck_value content, ck_value_kind kind, size_t *n) {
+    *n = 0;
+    if (kind == CK_VALUE_ABSENT || kind == CK_VALUE_NULL) return CK_OK;
+    if (kind == CK_VALUE_ARRAY) return ck__rd_count(rd, content, n);
+    if (kind != CK_VALUE_STRING)
+        return ck__rd_fail(rd, CK_ETYPE, "expected a string, a list or null", ".content");
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    p.kind = CK_PART_TEXT;
+    p.host = CK__HOST_WHOLE;
+    int rc = ck__rd_string(rd, content, &p.text, &p.text_len, ".content");
+    return rc ? rc : ck__rd_part(rd, &p, content);
 }
 
 int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item) {
@@ -506,11 +538,14 @@ int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path) {
         if (ck__rd_kind(rd, item) != CK_VALUE_OBJECT) continue;
         int got = ck__rd_field(rd, item, CK_KEY_TYPE, &type);
         if (got < 0) return got;
-        if (ck__rd_is(rd, item, CK_KEY_TYPE, "text")) continue;
+        if (ck__rd_is(rd, item, CK_KEY_TYPE, "text") ||
+            ck__rd_is(rd, item, CK_KEY_TYPE, "input_text"))
+            continue;
         ck_part p;
         memset(&p, 0, sizeof p);
         p.kind = ck__rd_is(rd, item, CK_KEY_TYPE, "image") ||
-                         ck__rd_is(rd, item, CK_KEY_TYPE, "image_url")
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "image_url") ||
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "input_image")
                      ? CK_PART_IMAGE
                      : CK_PART_OTHER;
         p.flags = CK_PART_ATTACHED;
@@ -523,6 +558,11 @@ int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path) {
 
 int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
                           ck_value *out) {
+    return ck__wr_result_content_as(w, msg, part, "text", text, len, out);
+}
+
+int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *type,
+                             const char *text, size_t len, ck_value *out) {
     const ck_history *h = w->h;
     const ck_part *parts = ck__msg_parts(h, msg);
     size_t n = h->msgs[msg].n_parts, attached = 0;
@@ -532,7 +572,7 @@ int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, 
     ck_value list, item;
     int rc = w->b->array(w->b->ctx, &list);
     if (rc) return rc;
-    rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", text, len, &item);
+    rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, type, text, len, &item);
     if (!rc) rc = ck__wr_push(w, list, item);
     for (size_t k = 0; k < attached && !rc; k++) {
         rc = ck__wr_ref(w, ck__wr_part_value(w, msg, part + 1 + k), &item);
@@ -544,4 +584,43 @@ int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, 
     }
     *out = list;
     return CK_OK;
+}
+
+int ck__wr_content_list(ck__wr *w, const ck_out_msg *m, int (*skip)(const ck_out_part *op),
+                        const char *type, ck_value *out) {
+    ck_value list;
+    int rc = w->b->array(w->b->ctx, &list);
+    for (size_t k = 0; k < m->n_parts && !rc; k++) {
+        const ck_out_part *op = &m->parts[k];
+        if ((skip && skip(op)) || (op->part.flags & CK_PART_ATTACHED)) continue;
+        ck_value item, own = {NULL, 0};
+        if (op->src_msg != CK_NONE && op->part.host < CK__HOST_WHOLE)
+            own = ck__wr_part_value(w, op->src_msg, op->src_part);
+        if (own.ptr && !op->replaced)
+            rc = ck__wr_ref(w, own, &item);
+        else
+            rc = ck__wr_replaced_item(w, own, CK_KEY_TEXT, type, op->part.text,
+                                      op->part.text_len, &item);
+        if (!rc) rc = ck__wr_push(w, list, item);
+    }
+    if (rc) {
+        ck__wr_drop(w, list);
+        return rc;
+    }
+    *out = list;
+    return CK_OK;
+}
+
+int ck__rd_chat_shape(ck__rd *rd, ck_value msg, ck_value *content, size_t *n) {
+    ck_value v;
+    *n = 0;
+    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
+    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
+        return 0;
+    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, content) <= 0 ||
+        ck__rd_kind(rd, *content) != CK_VALUE_ARRAY)
+        return 1;
+    return ck__rd_count(rd, *content, n) ? 0 : 1;
 }

@@ -71,6 +71,18 @@ int ck__rd_head(ck__rd *rd, ck_value msg, ck_role *role, ck_value *content,
  * returns 0 for an object, left to the dialect. `p` is the part to fill, host set. */
 int ck__rd_plain_item(ck__rd *rd, ck_value item, size_t k, ck_part *p, int *rc);
 
+/* Starts reading item k of a content list into p (zeroed, host k): a bare string or a
+ * non-object is done as by ck__rd_plain_item() and returns 1 (*rc its status); an object
+ * without a string "type" returns 1 with the error in *rc; else returns 0 with the type. */
+int ck__rd_item_head(ck__rd *rd, ck_value item, size_t k, ck_part *p, const char **type,
+                     size_t *tl, int *rc);
+/* Makes p, for item k of a content list, a TEXT part of the item's required "text". */
+int ck__rd_text_item(ck__rd *rd, ck_value item, size_t k, ck_part *p);
+/* Reads a content that is a string (one TEXT part, the whole content), null or absent (no
+ * part), or a list: its items are left to the dialect, *n their number (0 for anything but
+ * a list). Anything else is CK_ETYPE at .content. */
+int ck__rd_simple_content(ck__rd *rd, ck_value content, ck_value_kind kind, size_t *n);
+
 /* The text of a content that may be a string or a list of items with "text" (joined by
  * newlines, other items skipped); `path` names the content for errors. The joined text lives
  * in the history's storage. */
@@ -122,6 +134,22 @@ int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
 int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
                           ck_value *out);
 
+/* The same, with the text item of the given type ("input_text" for Responses). */
+int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *type,
+                             const char *text, size_t len, ck_value *out);
+
+/* The content list of an edited message: each of its parts that `skip` (may be NULL) does not
+ * leave out, and that is not attached to a result, as the source's own item, as a copy of it
+ * with "text" replaced, or, for a part without an item of its own (new, or the whole string
+ * content), as a new {"type": type, "text": ...} item. */
+int ck__wr_content_list(ck__wr *w, const ck_out_msg *m, int (*skip)(const ck_out_part *op),
+                        const char *type, ck_value *out);
+
+/* For detection: 0 when msg cannot be a chat message of the Anthropic or Responses kind (not
+ * an object, no role, role "tool", tool_calls); else 1, with its content list in *content
+ * and *n its items (0 when the content is not a list). */
+int ck__rd_chat_shape(ck__rd *rd, ck_value msg, ck_value *content, size_t *n);
+
 /* ck_part.host for parts a dialect read: where in the message the part's value stands. */
 #define CK__HOST_WHOLE 0xFFFFFFu   /* the message's whole content (a string) */
 #define CK__HOST_CALL (1u << 24)   /* | j: item j of the message's list of tool calls */
@@ -158,5 +186,6 @@ const ck__fmt *ck__fmt_of(ck_format f);
 extern const ck__fmt ck__fmt_openai;
 extern const ck__fmt ck__fmt_anthropic;
 extern const ck__fmt ck__fmt_gemini;
+extern const ck__fmt ck__fmt_responses;
 
 #endif

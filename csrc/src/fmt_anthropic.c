@@ -45,17 +45,9 @@ static int anthropic_block_kind(ck__rd *rd, ck_value item) {
 }
 
 static int anthropic_detect(ck__rd *rd, ck_value msg) {
-    if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
-    ck_value v, content;
-    if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
-    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
-        return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, &content) <= 0 ||
-        ck__rd_kind(rd, content) != CK_VALUE_ARRAY)
-        return 1;
+    ck_value content;
     size_t n;
-    if (ck__rd_count(rd, content, &n)) return 0;
+    if (!ck__rd_chat_shape(rd, msg, &content, &n)) return 0;
     int score = 1;
     for (size_t k = 0; k < n; k++) {
         ck_value item;
@@ -68,19 +60,13 @@ static int anthropic_detect(ck__rd *rd, ck_value msg) {
 
 static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
-    memset(&p, 0, sizeof p);
-    p.host = (uint32_t)k;
-    int plain;
-    if (ck__rd_plain_item(rd, item, k, &p, &plain)) return plain;
     const char *type;
     size_t tl;
-    rd->at[0] = k;
-    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, ".content[%zu].type");
-    if (rc) return rc;
+    int rc;
+    if (ck__rd_item_head(rd, item, k, &p, &type, &tl, &rc)) return rc;
 #define IS(lit) (tl == sizeof(lit) - 1 && memcmp(type, lit, tl) == 0)
     if (IS("text")) {
-        p.kind = CK_PART_TEXT;
-        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, ".content[%zu].text");
+        rc = ck__rd_text_item(rd, item, k, &p);
         return rc ? rc : ck__rd_part(rd, &p, item);
     }
     if (IS("image")) {
@@ -147,19 +133,8 @@ static int anthropic_read(ck__rd *rd, ck_value msg) {
     if (rc) return rc;
     if ((rc = ck__rd_message(rd, msg, role, ck == CK_VALUE_STRING ? CK_MSG_STRING_CONTENT : 0)))
         return rc;
-    if (ck == CK_VALUE_STRING) {
-        ck_part p;
-        memset(&p, 0, sizeof p);
-        p.kind = CK_PART_TEXT;
-        p.host = CK__HOST_WHOLE;
-        if ((rc = ck__rd_string(rd, content, &p.text, &p.text_len, ".content"))) return rc;
-        return ck__rd_part(rd, &p, content);
-    }
-    if (ck == CK_VALUE_ABSENT || ck == CK_VALUE_NULL) return CK_OK;
-    if (ck != CK_VALUE_ARRAY)
-        return ck__rd_fail(rd, CK_ETYPE, "expected a string, a list or null", ".content");
     size_t n;
-    if ((rc = ck__rd_count(rd, content, &n))) return rc;
+    if ((rc = ck__rd_simple_content(rd, content, ck, &n))) return rc;
     for (size_t k = 0; k < n && !rc; k++) {
         ck_value item;
         if (!(rc = ck__rd_item(rd, content, k, &item))) rc = anthropic_read_block(rd, item, k);

@@ -59,24 +59,19 @@ static int openai_detect(ck__rd *rd, ck_value msg) {
 
 static int openai_read_item(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
-    memset(&p, 0, sizeof p);
-    p.host = (uint32_t)k;
-    int plain;
-    if (ck__rd_plain_item(rd, item, k, &p, &plain)) return plain;
-    rd->at[0] = k;
     const char *type;
     size_t tl;
-    int rc = ck__rd_need_string(rd, item, CK_KEY_TYPE, &type, &tl, ".content[%zu].type");
-    if (rc) return rc;
+    int rc;
+    if (ck__rd_item_head(rd, item, k, &p, &type, &tl, &rc)) return rc;
     if (tl == 4 && memcmp(type, "text", 4) == 0) {
-        p.kind = CK_PART_TEXT;
-        rc = ck__rd_need_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, ".content[%zu].text");
+        rc = ck__rd_text_item(rd, item, k, &p);
     } else if (tl == 9 && memcmp(type, "image_url", 9) == 0) {
         p.kind = CK_PART_IMAGE;
         p.flags = CK_PART_OPENAI;
     } else {
         p.kind = CK_PART_OTHER;
-        rc = ck__rd_opt_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len, ".content[%zu].text");
+        rc = ck__rd_opt_string(rd, item, CK_KEY_TEXT, &p.text, &p.text_len,
+                               ".content[%zu].text");
     }
     return rc ? rc : ck__rd_part(rd, &p, item);
 }
@@ -175,11 +170,6 @@ static int openai_is_call(const ck_out_part *op) {
            (op->part.host & CK__HOST_CALL) && op->part.host != CK__HOST_WHOLE;
 }
 
-/* A new text item {"type":"text","text":...}. */
-static int openai_text_item(ck__wr *w, const char *text, size_t len, ck_value *out) {
-    return ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", text, len, out);
-}
-
 /* The content of message m (EDIT or NEW) as a host value. *none is set when there is none. */
 static int openai_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none) {
     size_t n_content = 0;
@@ -223,28 +213,7 @@ static int openai_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *no
         ck__buf_dispose(&b);
         return rc;
     }
-    ck_value list;
-    int rc = w->b->array(w->b->ctx, &list);
-    for (size_t k = 0; k < m->n_parts && !rc; k++) {
-        const ck_out_part *op = &m->parts[k];
-        if (openai_is_call(op) || (op->part.flags & CK_PART_ATTACHED)) continue;
-        ck_value item;
-        if (op->src_msg == CK_NONE || op->part.host == CK__HOST_WHOLE)
-            rc = openai_text_item(w, op->part.text, op->part.text_len, &item);
-        else if (op->replaced)
-            rc = ck__wr_replaced_item(w, ck__wr_part_value(w, op->src_msg, op->src_part),
-                                      CK_KEY_TEXT, "text", op->part.text, op->part.text_len,
-                                      &item);
-        else
-            rc = ck__wr_ref(w, ck__wr_part_value(w, op->src_msg, op->src_part), &item);
-        if (!rc) rc = ck__wr_push(w, list, item);
-    }
-    if (rc) {
-        ck__wr_drop(w, list);
-        return rc;
-    }
-    *out = list;
-    return CK_OK;
+    return ck__wr_content_list(w, m, openai_is_call, "text", out);
 }
 
 static int openai_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {

@@ -356,6 +356,14 @@ static size_t whole_result_message(const analysis *a, size_t m) {
 static int add_note(const analysis *a, ck_view *v, size_t g);
 static int noted(const analysis *a, size_t g);
 
+/* A result (or an item attached to one) that may stay where it stands: anywhere after its
+ * call, by CK__PAIR_ANY_LATER, so that repair gives a valid history of items back as it was. */
+static int in_place(const analysis *a, size_t g) {
+    if (!(a->fmt->pairing & CK__PAIR_ANY_LATER)) return 0;
+    if (a->verdict[g] == V_ATTACHED) g = a->answer[g];
+    return a->verdict[g] == V_RESULT && a->part_msg[g] > a->part_msg[a->answer[g]];
+}
+
 /* Adds result part k of message m to the view's open message, with the items attached to it. */
 static int add_result(const analysis *a, ck_view *v, size_t m, size_t k) {
     const ck_history *h = a->h;
@@ -391,7 +399,8 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
              r++) {
             for (size_t k = 0; k < h->msgs[r].n_parts; k++) {
                 size_t g = h->msgs[r].first_part + k;
-                if (a->verdict[g] == V_RESULT && a->part_msg[a->answer[g]] == m && !emitted[g]) {
+                if (a->verdict[g] == V_RESULT && a->part_msg[a->answer[g]] == m && !emitted[g] &&
+                    !in_place(a, g)) {
                     emitted[g] = 1;
                     rc = ck__view_keep(v, h, r);
                     break;
@@ -402,7 +411,7 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
             size_t g = call_msg->first_part + k;
             if (a->verdict[g] != V_CALL) continue;
             size_t res = a->answer[g];
-            if (res != CK_NONE && emitted[res]) continue;
+            if (res != CK_NONE && (emitted[res] || in_place(a, res))) continue;
             if (res != CK_NONE) {
                 emitted[res] = 1;
                 rc = ck__view_keep(v, h, a->part_msg[res]);
@@ -528,7 +537,7 @@ static int emit_plain(const analysis *a, ck_view *v, size_t i) {
     size_t kept = 0, notes = 0;
     for (size_t k = 0; k < msg->n_parts; k++) {
         unsigned char vd = a->verdict[msg->first_part + k];
-        kept += vd == V_PLAIN || vd == V_CALL;
+        kept += vd == V_PLAIN || vd == V_CALL || in_place(a, msg->first_part + k);
         notes += noted(a, msg->first_part + k);
     }
     if (kept == msg->n_parts) return ck__view_keep(v, h, i);
@@ -569,7 +578,7 @@ static int emit_plain(const analysis *a, ck_view *v, size_t i) {
     for (size_t k = 0; k < msg->n_parts && !rc; k++) {
         size_t g = msg->first_part + k;
         unsigned char vd = a->verdict[g];
-        if (vd == V_PLAIN || vd == V_CALL) rc = ck__view_add_src_part(v, h, i, k);
+        if (vd == V_PLAIN || vd == V_CALL || in_place(a, g)) rc = ck__view_add_src_part(v, h, i, k);
         else if (noted(a, g)) rc = add_note(a, v, g);
     }
     ck__view_end(v, h);

@@ -239,8 +239,8 @@ int ck_replay_run(ck_compactor *compactor, const ck_history *history, ck_summari
         ck_history_free(p);
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     }
-    /* The prefixes are in the transcript's dialect: its pairing rules apply (a Gemini
-     * transcript is neither OpenAI nor Anthropic part by part). */
+    /* The prefixes are in the transcript's dialect: its pairing rules apply (Gemini and
+     * Responses histories are not told from their parts). */
     p->dialect = history->dialect;
     r->window = o.context_window;
     r->bands[0] = o.warn;

@@ -184,6 +184,41 @@ TEST(gemini_through_every_subcommand) {
            0);
 }
 
+/* Every subcommand reads the Responses dialect when told (and a stub output comes back in
+ * its shape), and refuses an item of another dialect among its items. */
+TEST(responses_through_every_subcommand) {
+    char items[128], fixed[128], view[128], store[128];
+    path_in(items, sizeof items, "items.json");
+    path_in(fixed, sizeof fixed, "items-fixed.json");
+    path_in(view, sizeof view, "items-view.json");
+    path_in(store, sizeof store, "items-store");
+    write_file(items,
+               "[{\"role\":\"user\",\"content\":\"fix it\"},"
+               "{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[]},"
+               "{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\","
+               "\"name\":\"bash\",\"arguments\":\"{}\"},"
+               "{\"type\":\"message\",\"role\":\"user\",\"content\":\"and?\"}]");
+    INT_EQ(RUN_CLI(NULL, "check", items, "--format", "responses"), 1);
+    OK(contains(out_path, "messages[2] part 0: missing_result (tool call id \"call_1\")"));
+    INT_EQ(RUN_CLI(NULL, "repair", items, "--format", "responses", "-o", fixed), 0);
+    OK(contains(fixed, "{\"type\":\"function_call_output\",\"call_id\":\"call_1\","
+                       "\"output\":\"result unavailable: context was compacted\"}"));
+    INT_EQ(RUN_CLI(NULL, "check", fixed, "--format", "responses"), 0);
+    INT_EQ(RUN_CLI(NULL, "tokens", fixed, "--format", "responses"), 0);
+    OK(contains(out_path, "5 messages, "));
+    INT_EQ(RUN_CLI(NULL, "compact", fixed, "--format", "responses", "--window", "100000", "-o",
+                   view, "--store", store),
+           0);
+    INT_EQ(RUN_CLI(NULL, "check", view, "--format", "responses"), 0);
+    INT_EQ(RUN_CLI(NULL, "replay", fixed, "--format", "responses", "--window", "100000",
+                   "--store", store),
+           0);
+    write_file(items, "[{\"type\":\"message\",\"role\":\"user\",\"content\":\"a\"},"
+                      "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"x\"}]");
+    INT_EQ(RUN_CLI(NULL, "check", items, "--format", "responses"), 2);
+    OK(contains(err_path, "messages[1] (openai, not responses)"));
+}
+
 TEST(bad_input_is_named) {
     char file[128];
     path_in(file, sizeof file, "bad.json");
@@ -354,6 +389,6 @@ static void setup(void) {
 
 HARNESS_MAIN(setup(); RUN(usage_and_version) RUN(help_explains_the_columns)
                  RUN(check_and_repair) RUN(gemini_through_every_subcommand)
-                 RUN(bad_input_is_named)
+                 RUN(responses_through_every_subcommand) RUN(bad_input_is_named)
                  RUN(tokens_match_the_library) RUN(compact_writes_a_valid_view_and_its_record)
                      RUN(demo_replay_goes_through_every_tier) cleanup();)
