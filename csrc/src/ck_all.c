@@ -15,6 +15,7 @@
 #include "./extract.c"
 #include "./fmt.c"
 #include "./fmt_anthropic.c"
+#include "./fmt_langchain.c"
 #include "./fmt_openai.c"
 #include "./hash.c"
 #include "./history.c"

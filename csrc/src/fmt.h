@@ -57,6 +57,17 @@ int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit);
 int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags);
 /* Appends a part read from host value `item` (an ABSENT value when the part has none). */
 int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item);
+/* Records, for the message just started, the object its fields stand in when the dialect
+ * wraps them (ck__wr_inner_value() gives it back when building). */
+int ck__rd_inner(ck__rd *rd, ck_value inner);
+/* Reads a Chat Completions family content (value `content`, of kind `kind`) into parts: a
+ * string is one TEXT part (host CK__HOST_WHOLE), null or absent none, a list one `item` call
+ * per item; anything else is CK_ETYPE at "<at>.content" (`at` "" or where the fields stand). */
+int ck__rd_chat_content(ck__rd *rd, ck_value content, ck_value_kind kind, const char *at,
+                        int (*item)(ck__rd *rd, ck_value item, size_t k, const char *at));
+/* Appends result part *p (id, name and flags set) whose text is `content`: a string, or the
+ * text items of a list joined by newlines, its other items following as attached parts. */
+int ck__rd_chat_result(ck__rd *rd, ck_part *p, ck_value content, const char *where);
 /* Reads what every dialect's message starts with: an object with a string "role" (its role in
  * *role) and an optional "content" (*content, and its kind in *kind: CK_VALUE_ABSENT, and
  * *content the empty value, when there is none). Errors name the message's place. */
@@ -93,6 +104,8 @@ typedef struct ck__wr {
 /* The host value message i / part g of the history was read from. */
 ck_value ck__wr_msg_value(const ck__wr *w, size_t i);
 ck_value ck__wr_part_value(const ck__wr *w, size_t msg, size_t part);
+/* The object message i's fields stand in (ck__rd_inner()); an empty value when none. */
+ck_value ck__wr_inner_value(const ck__wr *w, size_t i);
 
 /* Builder calls that also release what they were given on failure, so a writer can chain
  * them and check once: each returns CK_OK or the failure. */
@@ -113,6 +126,17 @@ int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
  * `msg`, parts after `part`). */
 int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, size_t len,
                           ck_value *out);
+
+/* The content of message m (EDIT or NEW) in the Chat Completions family, whose calls stand
+ * beside the content in a list (parts with CK__HOST_CALL): a string when the source had one
+ * and its one part stays, or a new message has one text (several join by newlines); else a
+ * list of the kept items as the host's own values, replaced ones copied with "text" replaced,
+ * new ones as text items; a tool message's content is its result's (replaced) text, with its
+ * attached items beside it. *none is set when there is no content. */
+int ck__wr_chat_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none);
+/* Sets field `key` of the copy `msg` to the list of m's kept calls (the source's own call
+ * objects, in view order), or unsets it when none is left. */
+int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key);
 
 /* ck_part.host for parts a dialect read: where in the message the part's value stands. */
 #define CK__HOST_WHOLE 0xFFFFFFu   /* the message's whole content (a string) */
@@ -149,5 +173,6 @@ const ck__fmt *ck__fmt_of(ck_format f);
 
 extern const ck__fmt ck__fmt_openai;
 extern const ck__fmt ck__fmt_anthropic;
+extern const ck__fmt ck__fmt_langchain;
 
 #endif
