@@ -752,7 +752,8 @@ typedef enum ck_value_kind {
     X(TOOL_CALL_ID_CAMEL, "toolCallId") X(TOOL_NAME, "toolName") X(RESULT, "result")          \
     X(VALUE, "value") X(DATA, "data") X(CACHE_CONTROL, "cache_control")                        \
     X(INLINE_DATA, "inlineData") X(FILE_DATA, "fileData") X(MESSAGES, "messages")             \
-    X(SYSTEM, "system") X(STATUS, "status")
+    X(SYSTEM, "system") X(STATUS, "status") X(IS_ERROR_CAMEL, "isError")                     \
+    X(PROVIDER_EXECUTED, "providerExecuted") X(MEDIA_TYPE, "mediaType") X(IMAGE, "image")
 
 #define CK__KEY_ENUM(name, text) CK_KEY_##name,
 typedef enum ck_key { CK_KEY_LIST(CK__KEY_ENUM) CK_KEY_COUNT } ck_key;

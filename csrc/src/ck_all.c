@@ -14,6 +14,7 @@
 #include "./ev_s3.c"
 #include "./extract.c"
 #include "./fmt.c"
+#include "./fmt_ai_sdk.c"
 #include "./fmt_anthropic.c"
 #include "./fmt_langchain.c"
 #include "./fmt_openai.c"

@@ -25,6 +25,7 @@ static const ck__fmt *const fmt_all[] = {
     &ck__fmt_openai,
     &ck__fmt_anthropic,
     &ck__fmt_langchain,
+    &ck__fmt_ai_sdk,
 };
 #define FMT_N (sizeof fmt_all / sizeof *fmt_all)
 
@@ -653,4 +654,83 @@ int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key) 
     if (!rc) return n_calls ? ck__wr_set(w, msg, key, calls) : w->b->unset(w->b->ctx, msg, key);
     if (n_calls) ck__wr_drop(w, calls);
     return rc;
+}
+
+/* ---- building: the block-list family (anthropic, ai-sdk) ---- */
+
+int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
+                         int (*block)(ck__wr *w, const ck_out_part *op, ck_value *out),
+                         ck_value *out) {
+    const ck_host_builder *b = w->b;
+    ck_value msg, content;
+    int rc;
+    if (m->op == CK_OP_EDIT) {
+        rc = b->copy(b->ctx, ck__wr_msg_value(w, m->src), &msg);
+    } else {
+        rc = b->message ? b->message(b->ctx, (ck_value){NULL, 0}, NULL, &msg)
+                        : b->object(b->ctx, &msg);
+        if (!rc) {
+            const char *role = ck__role_name(m->role);
+            rc = ck__wr_set_string(w, msg, CK_KEY_ROLE, role, strlen(role));
+        }
+    }
+    if (rc) return rc;
+    size_t visible = 0;
+    const ck_out_part *only = NULL;
+    for (size_t k = 0; k < m->n_parts; k++) {
+        if (m->parts[k].part.flags & CK_PART_ATTACHED) continue;
+        visible++;
+        only = &m->parts[k];
+    }
+    /* A string content whose one part stays is a string again (and a new message's one text,
+     * when the dialect writes those as strings). */
+    int string = visible == 1 &&
+                 (m->op == CK_OP_EDIT
+                      ? only->part.host == CK__HOST_WHOLE && only->src_msg == m->src &&
+                            (m->flags & CK_MSG_STRING_CONTENT)
+                      : new_text_string && only->part.kind == CK_PART_TEXT);
+    if (string) {
+        rc = only->src_msg != CK_NONE && !only->replaced
+                 ? ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), &content)
+                 : ck__wr_string(w, only->part.text, only->part.text_len, &content);
+    } else {
+        rc = b->array(b->ctx, &content);
+        for (size_t k = 0; k < m->n_parts && !rc; k++) {
+            const ck_out_part *op = &m->parts[k];
+            /* Attached blocks live inside their result's content. */
+            if (op->part.flags & CK_PART_ATTACHED) continue;
+            ck_value item;
+            rc = block(w, op, &item);
+            if (!rc) rc = ck__wr_push(w, content, item);
+        }
+        if (rc) ck__wr_drop(w, content);
+    }
+    if (!rc) rc = ck__wr_set(w, msg, CK_KEY_CONTENT, content);
+    if (rc) {
+        ck__wr_drop(w, msg);
+        return rc;
+    }
+    *out = msg;
+    return CK_OK;
+}
+
+int ck__wr_copy_set(ck__wr *w, ck_value item, ck_key key, ck_value v, ck_value *out) {
+    int rc = w->b->copy(w->b->ctx, item, out);
+    if (rc) {
+        ck__wr_drop(w, v);
+        return rc;
+    }
+    if ((rc = ck__wr_set(w, *out, key, v))) ck__wr_drop(w, *out);
+    return rc;
+}
+
+int ck__wr_plain_block(ck__wr *w, const ck_out_part *op, ck_value *out, int *rc) {
+    if (op->src_msg == CK_NONE || op->part.host == CK__HOST_WHOLE) return 0;
+    ck_value item = ck__wr_part_value(w, op->src_msg, op->src_part);
+    if (!op->replaced) *rc = ck__wr_ref(w, item, out);
+    else if (op->part.kind != CK_PART_TOOL_RESULT)
+        *rc = ck__wr_replaced_item(w, item, CK_KEY_TEXT, "text", op->part.text,
+                                   op->part.text_len, out);
+    else return 0;
+    return 1;
 }

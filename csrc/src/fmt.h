@@ -138,6 +138,21 @@ int ck__wr_chat_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none
  * objects, in view order), or unsets it when none is left. */
 int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key);
 
+/* A block of the source kept as the host's own value, or replaced (not a result) as a copy
+ * with "text" replaced: returns 1 with the status in *rc. Returns 0 for a new part or a
+ * replaced result, which the dialect builds. */
+int ck__wr_plain_block(ck__wr *w, const ck_out_part *op, ck_value *out, int *rc);
+/* A shallow copy of host value `item` with field `key` set to v (released on failure). */
+int ck__wr_copy_set(ck__wr *w, ck_value item, ck_key key, ck_value v, ck_value *out);
+
+/* Builds message m (EDIT: a shallow copy of its source; NEW: {"role":role}) whose content is
+ * a list of blocks, one `block` call per part (attached parts skipped: they live inside their
+ * result's block); a string again when the source's string content stays as its one part,
+ * and for a new message of one text when `new_text_string`. */
+int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
+                         int (*block)(ck__wr *w, const ck_out_part *op, ck_value *out),
+                         ck_value *out);
+
 /* ck_part.host for parts a dialect read: where in the message the part's value stands. */
 #define CK__HOST_WHOLE 0xFFFFFFu   /* the message's whole content (a string) */
 #define CK__HOST_CALL (1u << 24)   /* | j: item j of the message's list of tool calls */
@@ -172,6 +187,7 @@ typedef struct ck__fmt {
 const ck__fmt *ck__fmt_of(ck_format f);
 
 extern const ck__fmt ck__fmt_openai;
+extern const ck__fmt ck__fmt_ai_sdk;
 extern const ck__fmt ck__fmt_anthropic;
 extern const ck__fmt ck__fmt_langchain;
 

@@ -58,10 +58,12 @@ static int lc_detect(ck__rd *rd, ck_value msg) {
     if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
     ck_value v;
     if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) != 0) return 0;
-    if (ck__rd_field(rd, msg, CK_KEY_TYPE, &v) <= 0 || ck__rd_kind(rd, v) != CK_VALUE_STRING)
-        return 0;
-    /* A message with a type and without a role is written by no other dialect. */
-    return 2;
+    /* A message with one of LangChain's message types and without a role is written by no
+     * other dialect (Responses items have types too, but none of these). */
+    static const char *const types[] = {"human", "ai", "system", "tool", "chat", "function"};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        if (ck__rd_is(rd, msg, CK_KEY_TYPE, types[t])) return 2;
+    return 0;
 }
 
 /* Item k of a content list; `at` is where the fields stand ("" or ".data"). */

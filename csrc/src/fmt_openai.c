@@ -35,7 +35,9 @@ static int openai_detect(ck__rd *rd, ck_value msg) {
     if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
     ck_value v;
     if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
-    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 2;
+    /* An AI SDK tool message has a list of tool-result parts and no tool_call_id. */
+    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool"))
+        return ck__rd_field(rd, msg, CK_KEY_TOOL_CALL_ID, &v) > 0 ? 2 : 1;
     if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
         return 2;
     ck_value content;
@@ -51,7 +53,9 @@ static int openai_detect(ck__rd *rd, ck_value msg) {
         if (ck__rd_is(rd, item, CK_KEY_TYPE, "image_url")) score = 2;
         else if (ck__rd_is(rd, item, CK_KEY_TYPE, "tool_use") ||
                  ck__rd_is(rd, item, CK_KEY_TYPE, "tool_result") ||
-                 ck__rd_is(rd, item, CK_KEY_TYPE, "thinking"))
+                 ck__rd_is(rd, item, CK_KEY_TYPE, "thinking") ||
+                 ck__rd_is(rd, item, CK_KEY_TYPE, "tool-call") ||
+                 ck__rd_is(rd, item, CK_KEY_TYPE, "tool-result"))
             return 0;
     }
     return score;

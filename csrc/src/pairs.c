@@ -432,8 +432,11 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
             return ck__view_keep(v, h, whole);
         }
     }
-    rc = zone == CK_NONE ? ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_USER, 0)
-                         : ck__view_begin(v, CK_OP_EDIT, zone, CK_ROLE_USER, h->msgs[zone].flags);
+    /* The results' message has the dialect's result role (user for Anthropic, tool for the
+     * AI SDK). */
+    ck_role rr = a->fmt->result_role;
+    rc = zone == CK_NONE ? ck__view_begin(v, CK_OP_NEW, CK_NONE, rr, 0)
+                         : ck__view_begin(v, CK_OP_EDIT, zone, rr, h->msgs[zone].flags);
     if (zone != CK_NONE) {
         for (size_t k = 0; k < h->msgs[zone].n_parts && !rc; k++) {
             size_t g = h->msgs[zone].first_part + k;

@@ -169,7 +169,7 @@ TEST(bad_input_is_named) {
     OK(contains(err_path, "/nonexistent/ctxkeel.json"));
 }
 
-TEST(langchain_through_every_subcommand) {
+TEST(langchain_and_ai_sdk_through_every_subcommand) {
     char broken[128], fixed[128], view[128], store[128];
     path_in(broken, sizeof broken, "lc.json");
     path_in(fixed, sizeof fixed, "lc-fixed.json");
@@ -196,7 +196,26 @@ TEST(langchain_through_every_subcommand) {
     INT_EQ(RUN_CLI(NULL, "replay", fixed, "--format", "langchain", "--window", "100000",
                    "--store", store, "--session", "cli-lc-replay"),
            0);
+    /* The AI SDK's tool message after its calls, through check and repair. */
+    write_file(broken,
+               "[{\"role\":\"user\",\"content\":\"fix it\"},"
+               "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\","
+               "\"toolCallId\":\"call_1\",\"toolName\":\"bash\",\"input\":{}}]}]");
+    INT_EQ(RUN_CLI(NULL, "check", broken, "--format", "ai-sdk"), 1);
+    OK(contains(out_path, "missing_result (tool call id \"call_1\")"));
+    INT_EQ(RUN_CLI(NULL, "repair", broken, "--format", "ai_sdk", "-o", fixed), 0);
+    OK(contains(fixed, "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                       "\"toolCallId\":\"call_1\",\"toolName\":\"bash\",\"output\":{\"type\":"
+                       "\"text\",\"value\":\"result unavailable: context was compacted\"}}]}"));
+    INT_EQ(RUN_CLI(NULL, "tokens", fixed, "--format", "ai-sdk"), 0);
+    INT_EQ(RUN_CLI(NULL, "compact", fixed, "--format", "ai-sdk", "--window", "100000", "-o", view,
+                   "--store", store, "--session", "cli-aisdk"),
+           0);
+    INT_EQ(RUN_CLI(NULL, "replay", fixed, "--format", "ai-sdk", "--window", "100000", "--store",
+                   store, "--session", "cli-aisdk-replay"),
+           0);
     /* Read as another dialect, a LangChain message is refused, naming its place. */
+    write_file(broken, "[{\"type\":\"human\",\"content\":\"fix it\"}]");
     INT_EQ(RUN_CLI(NULL, "check", broken, "--format", "openai"), 2);
     OK(contains(err_path, "messages[0]"));
 }
@@ -355,6 +374,6 @@ static void setup(void) {
 }
 
 HARNESS_MAIN(setup(); RUN(usage_and_version) RUN(help_explains_the_columns)
-                 RUN(check_and_repair) RUN(bad_input_is_named) RUN(langchain_through_every_subcommand)
+                 RUN(check_and_repair) RUN(bad_input_is_named) RUN(langchain_and_ai_sdk_through_every_subcommand)
                  RUN(tokens_match_the_library) RUN(compact_writes_a_valid_view_and_its_record)
                      RUN(demo_replay_goes_through_every_tier) cleanup();)
