@@ -1,7 +1,8 @@
 /* The Vercel AI SDK dialect: ModelMessage (v5), with the v4 field names read too.
  *
  * A message (index i) is {"role", "content"}: role system, user, assistant, tool; `content` a
- * string (one TEXT part, CK_MSG_STRING_CONTENT; not for tool messages) or a list of parts:
+ * string (one TEXT part, CK_MSG_STRING_CONTENT; not for tool messages, whose content must be
+ * a list), null or absent (no part), or a list of parts:
  *   {"type":"text","text"}                                     TEXT
  *   {"type":"image","image",...}                               IMAGE
  *   {"type":"file","data","mediaType",...}                     IMAGE for an "image/..." media
@@ -58,8 +59,8 @@ static int aisdk_detect(ck__rd *rd, ck_value msg) {
             ck__rd_is(rd, item, CK_KEY_TYPE, "tool-result") ||
             ck__rd_is(rd, item, CK_KEY_TYPE, "reasoning") || ck__rd_is(rd, item, CK_KEY_TYPE, "file"))
             score = 2;
-        else if (ck__rd_is(rd, item, CK_KEY_TYPE, "image_url") ||
-                 ck__rd_is(rd, item, CK_KEY_TYPE, "tool_use") ||
+        /* An unknown part (an image_url) reads as OTHER; Anthropic's blocks are not ours. */
+        else if (ck__rd_is(rd, item, CK_KEY_TYPE, "tool_use") ||
                  ck__rd_is(rd, item, CK_KEY_TYPE, "tool_result"))
             return 0;
         else if (ck__rd_is(rd, item, CK_KEY_TYPE, "image") &&
@@ -178,13 +179,13 @@ static int aisdk_read(ck__rd *rd, ck_value msg) {
     if (rc) return rc;
     if ((rc = ck__rd_message(rd, msg, role, ck == CK_VALUE_STRING ? CK_MSG_STRING_CONTENT : 0)))
         return rc;
-    /* Content is required; a tool message's is a list of results. */
-    if (ck == CK_VALUE_ABSENT)
-        return ck__rd_fail(rd, CK_EMISSING, "required field is missing", ".content");
+    /* A tool message's content is a list of results; other messages without content (null
+     * or absent, which the SDK does not write) read as the plain messages every chat dialect
+     * shares: no parts. */
     if (role == CK_ROLE_TOOL && ck != CK_VALUE_ARRAY)
-        return ck__rd_fail(rd, CK_ETYPE, "expected a list", ".content");
-    if (ck == CK_VALUE_NULL)
-        return ck__rd_fail(rd, CK_ETYPE, "expected a string or a list", ".content");
+        return ck__rd_fail(rd, ck == CK_VALUE_ABSENT ? CK_EMISSING : CK_ETYPE,
+                           ck == CK_VALUE_ABSENT ? "required field is missing" : "expected a list",
+                           ".content");
     return ck__rd_chat_content(rd, content, ck, "", aisdk_read_part);
 }
 

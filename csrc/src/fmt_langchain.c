@@ -192,13 +192,13 @@ static int lc_fields(ck__wr *w, const ck_out_msg *m, ck_value d) {
     if (!rc) rc = ck__wr_chat_content(w, m, &content, &none);
     if (!rc && none) rc = ck__wr_string(w, "", 0, &content);
     if (!rc) rc = ck__wr_set(w, d, CK_KEY_CONTENT, content);
-    if (!rc && m->op == CK_OP_EDIT && m->role == CK_ROLE_ASSISTANT) {
+    if (!rc && m->op == CK_OP_EDIT) {
         rc = ck__wr_chat_calls(w, m, d, CK_KEY_TOOL_CALLS);
         /* LangChain's ai messages always carry the list, empty when there are no calls. */
         int any = 0;
         for (size_t k = 0; k < m->n_parts; k++) any |= m->parts[k].part.kind == CK_PART_TOOL_CALL;
         ck_value empty;
-        if (!rc && !any && !(rc = w->b->array(w->b->ctx, &empty)))
+        if (!rc && !any && m->role == CK_ROLE_ASSISTANT && !(rc = w->b->array(w->b->ctx, &empty)))
             rc = ck__wr_set(w, d, CK_KEY_TOOL_CALLS, empty);
     }
     return rc;
