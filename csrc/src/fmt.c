@@ -26,6 +26,8 @@ static const ck__fmt *const fmt_all[] = {
     &ck__fmt_anthropic,
     &ck__fmt_gemini,
     &ck__fmt_responses,
+    &ck__fmt_langchain,
+    &ck__fmt_ai_sdk,
 };
 #define FMT_N (sizeof fmt_all / sizeof *fmt_all)
 
@@ -401,14 +403,18 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                 }
             }
             if (best_score == 2) {
-                /* The messages read before in the shared shape must be ones it reads too
-                 * (a Gemini turn has no "content"). */
+                /* The messages read before were shared ones, unless this dialect cannot read
+                 * them at all (a Gemini turn has no "content"; a LangChain list after Chat
+                 * Completions messages). */
                 for (size_t j = 0; j < i; j++) {
-                    if (best->detect(&rd, h->msg_values[j]) != 0) continue;
+                    rd.index = j;
+                    if (best->detect(&rd, h->msg_values[j]) > 0) continue;
+                    ck_history_truncate(h, j < from ? from : j);
                     return ck__fail(err, CK_EFORMAT, "a message of another format", j,
                                     "messages[%zu] (not %s, as messages[%zu] is)", j,
                                     best->name, i);
                 }
+                rd.index = i;
                 h->dialect = best->format;
                 h->dialect_decided = 1;
             } else if (h->dialect == CK_FORMAT_AUTO) {
@@ -436,9 +442,60 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
     return CK_OK;
 }
 
+/* ---- reading: the Chat Completions family (openai, langchain) ---- */
+
+int ck__rd_inner(ck__rd *rd, ck_value inner) {
+    ck_history *h = rd->h;
+    size_t i = h->n_msgs - 1, had = h->cap_inner_values;
+    if (ck__grow((void **)&h->inner_values, &h->cap_inner_values, h->n_msgs,
+                 sizeof *h->inner_values))
+        return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+    /* Messages read before the first wrapped one (or without one) have none. */
+    for (size_t k = had; k < h->cap_inner_values; k++) h->inner_values[k] = (ck_value){NULL, 0};
+    h->inner_values[i] = inner;
+    return CK_OK;
+}
+
+int ck__rd_chat_content(ck__rd *rd, ck_value content, ck_value_kind kind, const char *at,
+                        int (*item)(ck__rd *rd, ck_value item, size_t k, const char *at)) {
+    ck_part p;
+    memset(&p, 0, sizeof p);
+    int rc;
+    if (kind == CK_VALUE_STRING) {
+        char where[64];
+        snprintf(where, sizeof where, "%s.content", at);
+        p.kind = CK_PART_TEXT;
+        p.host = CK__HOST_WHOLE;
+        if ((rc = ck__rd_string(rd, content, &p.text, &p.text_len, where))) return rc;
+        return ck__rd_part(rd, &p, content);
+    }
+    if (kind == CK_VALUE_ABSENT || kind == CK_VALUE_NULL) return CK_OK;
+    if (kind != CK_VALUE_ARRAY)
+        return ck__rd_fail(rd, CK_ETYPE, "expected a string, a list or null", "%s.content", at);
+    size_t n;
+    if ((rc = ck__rd_count(rd, content, &n))) return rc;
+    for (size_t k = 0; k < n && !rc; k++) {
+        ck_value v;
+        if (!(rc = ck__rd_item(rd, content, k, &v))) rc = item(rd, v, k, at);
+    }
+    return rc;
+}
+
+int ck__rd_chat_result(ck__rd *rd, ck_part *p, ck_value content, const char *where) {
+    int rc = ck__rd_joined_text(rd, content, &p->text, &p->text_len, where);
+    if (!rc) rc = ck__rd_part(rd, p, content);
+    if (!rc && ck__rd_kind(rd, content) == CK_VALUE_ARRAY)
+        rc = ck__rd_attachments(rd, content, where);
+    return rc;
+}
+
 /* ---- building ---- */
 
 ck_value ck__wr_msg_value(const ck__wr *w, size_t i) { return w->h->msg_values[i]; }
+
+ck_value ck__wr_inner_value(const ck__wr *w, size_t i) {
+    return i < w->h->cap_inner_values ? w->h->inner_values[i] : (ck_value){NULL, 0};
+}
 
 ck_value ck__wr_part_value(const ck__wr *w, size_t msg, size_t part) {
     return w->h->part_values[w->h->msgs[msg].first_part + part];
@@ -623,4 +680,177 @@ int ck__rd_chat_shape(ck__rd *rd, ck_value msg, ck_value *content, size_t *n) {
         ck__rd_kind(rd, *content) != CK_VALUE_ARRAY)
         return 1;
     return ck__rd_count(rd, *content, n) ? 0 : 1;
+}
+
+/* ---- building: the Chat Completions family (openai, langchain) and block lists ---- */
+
+/* The part of the view that is a kept or edited tool call from the source's tool_calls. */
+static int fmt_is_call(const ck_out_part *op) {
+    return op->part.kind == CK_PART_TOOL_CALL && op->src_msg != CK_NONE &&
+           (op->part.host & CK__HOST_CALL) && op->part.host != CK__HOST_WHOLE;
+}
+
+/* A new text item {"type":"text","text":...}. */
+static int fmt_text_item(ck__wr *w, const char *text, size_t len, ck_value *out) {
+    return ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", text, len, out);
+}
+
+int ck__wr_chat_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none) {
+    size_t n_content = 0;
+    const ck_out_part *only = NULL;
+    *none = 0;
+    for (size_t k = 0; k < m->n_parts; k++) {
+        const ck_out_part *op = &m->parts[k];
+        if (fmt_is_call(op) || (op->part.flags & CK_PART_ATTACHED)) continue;
+        n_content++;
+        if (!only) only = op;
+    }
+    if (!n_content) {
+        *none = 1;
+        return CK_OK;
+    }
+    /* A tool message's content is its result's text (with what is attached beside it). */
+    if (m->role == CK_ROLE_TOOL && only->part.kind == CK_PART_TOOL_RESULT) {
+        if (only->src_msg != CK_NONE && !only->replaced)
+            return ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), out);
+        if (only->src_msg != CK_NONE)
+            return ck__wr_result_content(w, only->src_msg, only->src_part, only->part.text,
+                                         only->part.text_len, out);
+        return ck__wr_string(w, only->part.text, only->part.text_len, out);
+    }
+    int whole = n_content == 1 && only->src_msg != CK_NONE && only->part.host == CK__HOST_WHOLE;
+    if (whole || (m->op == CK_OP_NEW && n_content == 1)) {
+        if (only->src_msg != CK_NONE && !only->replaced)
+            return ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), out);
+        return ck__wr_string(w, only->part.text, only->part.text_len, out);
+    }
+    if (m->op == CK_OP_NEW) {
+        /* Several texts of a new message join into one string. */
+        ck__buf b;
+        ck__buf_init(&b);
+        for (size_t k = 0; k < m->n_parts; k++) {
+            if (m->parts[k].part.kind != CK_PART_TEXT) continue;
+            if (b.len) ck__buf_addc(&b, '\n');
+            ck__buf_add(&b, m->parts[k].part.text, m->parts[k].part.text_len);
+        }
+        int rc = b.failed ? CK_ENOMEM : ck__wr_string(w, b.data ? b.data : "", b.len, out);
+        ck__buf_dispose(&b);
+        return rc;
+    }
+    ck_value list;
+    int rc = w->b->array(w->b->ctx, &list);
+    for (size_t k = 0; k < m->n_parts && !rc; k++) {
+        const ck_out_part *op = &m->parts[k];
+        if (fmt_is_call(op) || (op->part.flags & CK_PART_ATTACHED)) continue;
+        ck_value item;
+        if (op->src_msg == CK_NONE || op->part.host == CK__HOST_WHOLE)
+            rc = fmt_text_item(w, op->part.text, op->part.text_len, &item);
+        else if (op->replaced)
+            rc = ck__wr_replaced_item(w, ck__wr_part_value(w, op->src_msg, op->src_part),
+                                      CK_KEY_TEXT, "text", op->part.text, op->part.text_len,
+                                      &item);
+        else
+            rc = ck__wr_ref(w, ck__wr_part_value(w, op->src_msg, op->src_part), &item);
+        if (!rc) rc = ck__wr_push(w, list, item);
+    }
+    if (rc) {
+        ck__wr_drop(w, list);
+        return rc;
+    }
+    *out = list;
+    return CK_OK;
+}
+
+int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key) {
+    ck_value calls = {NULL, 0};
+    size_t n_calls = 0;
+    int rc = CK_OK;
+    for (size_t k = 0; k < m->n_parts && !rc; k++) {
+        const ck_out_part *op = &m->parts[k];
+        if (!fmt_is_call(op)) continue;
+        if (!n_calls++) rc = w->b->array(w->b->ctx, &calls);
+        ck_value call;
+        if (!rc) rc = ck__wr_ref(w, ck__wr_part_value(w, op->src_msg, op->src_part), &call);
+        if (!rc) rc = ck__wr_push(w, calls, call);
+    }
+    if (!rc) return n_calls ? ck__wr_set(w, msg, key, calls) : w->b->unset(w->b->ctx, msg, key);
+    if (n_calls) ck__wr_drop(w, calls);
+    return rc;
+}
+
+int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
+                         int (*block)(ck__wr *w, const ck_out_part *op, ck_value *out),
+                         ck_value *out) {
+    const ck_host_builder *b = w->b;
+    ck_value msg, content;
+    int rc;
+    if (m->op == CK_OP_EDIT) {
+        rc = b->copy(b->ctx, ck__wr_msg_value(w, m->src), &msg);
+    } else {
+        rc = b->message ? b->message(b->ctx, (ck_value){NULL, 0}, NULL, &msg)
+                        : b->object(b->ctx, &msg);
+        if (!rc) {
+            const char *role = ck__role_name(m->role);
+            rc = ck__wr_set_string(w, msg, CK_KEY_ROLE, role, strlen(role));
+        }
+    }
+    if (rc) return rc;
+    size_t visible = 0;
+    const ck_out_part *only = NULL;
+    for (size_t k = 0; k < m->n_parts; k++) {
+        if (m->parts[k].part.flags & CK_PART_ATTACHED) continue;
+        visible++;
+        only = &m->parts[k];
+    }
+    /* A string content whose one part stays is a string again (and a new message's one text,
+     * when the dialect writes those as strings). */
+    int string = visible == 1 &&
+                 (m->op == CK_OP_EDIT
+                      ? only->part.host == CK__HOST_WHOLE && only->src_msg == m->src &&
+                            (m->flags & CK_MSG_STRING_CONTENT)
+                      : new_text_string && only->part.kind == CK_PART_TEXT);
+    if (string) {
+        rc = only->src_msg != CK_NONE && !only->replaced
+                 ? ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), &content)
+                 : ck__wr_string(w, only->part.text, only->part.text_len, &content);
+    } else {
+        rc = b->array(b->ctx, &content);
+        for (size_t k = 0; k < m->n_parts && !rc; k++) {
+            const ck_out_part *op = &m->parts[k];
+            /* Attached blocks live inside their result's content. */
+            if (op->part.flags & CK_PART_ATTACHED) continue;
+            ck_value item;
+            rc = block(w, op, &item);
+            if (!rc) rc = ck__wr_push(w, content, item);
+        }
+        if (rc) ck__wr_drop(w, content);
+    }
+    if (!rc) rc = ck__wr_set(w, msg, CK_KEY_CONTENT, content);
+    if (rc) {
+        ck__wr_drop(w, msg);
+        return rc;
+    }
+    *out = msg;
+    return CK_OK;
+}
+
+int ck__wr_copy_set(ck__wr *w, ck_value item, ck_key key, ck_value v, ck_value *out) {
+    int rc = w->b->copy(w->b->ctx, item, out);
+    if (rc) {
+        ck__wr_drop(w, v);
+        return rc;
+    }
+    if ((rc = ck__wr_set(w, *out, key, v))) ck__wr_drop(w, *out);
+    return rc;
+}
+
+int ck__wr_plain_block(ck__wr *w, const ck_out_part *op, ck_value *out, int *rc) {
+    if (op->src_msg == CK_NONE || op->part.host == CK__HOST_WHOLE) return 0;
+    ck_value item = ck__wr_part_value(w, op->src_msg, op->src_part);
+    if (!op->replaced) *rc = ck__wr_ref(w, item, out);
+    else if (op->part.kind != CK_PART_TOOL_RESULT)
+        *rc = ck__wr_replaced_item(w, item, CK_KEY_TEXT, "text", op->part.text,
+                                   op->part.text_len, out);
+    else return 0;
+    return 1;
 }

@@ -61,6 +61,17 @@ int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit);
 int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags);
 /* Appends a part read from host value `item` (an ABSENT value when the part has none). */
 int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item);
+/* Records, for the message just started, the object its fields stand in when the dialect
+ * wraps them (ck__wr_inner_value() gives it back when building). */
+int ck__rd_inner(ck__rd *rd, ck_value inner);
+/* Reads a Chat Completions family content (value `content`, of kind `kind`) into parts: a
+ * string is one TEXT part (host CK__HOST_WHOLE), null or absent none, a list one `item` call
+ * per item; anything else is CK_ETYPE at "<at>.content" (`at` "" or where the fields stand). */
+int ck__rd_chat_content(ck__rd *rd, ck_value content, ck_value_kind kind, const char *at,
+                        int (*item)(ck__rd *rd, ck_value item, size_t k, const char *at));
+/* Appends result part *p (id, name and flags set) whose text is `content`: a string, or the
+ * text items of a list joined by newlines, its other items following as attached parts. */
+int ck__rd_chat_result(ck__rd *rd, ck_part *p, ck_value content, const char *where);
 /* Reads what every dialect's message starts with: an object with a string "role" (its role in
  * *role) and an optional "content" (*content, and its kind in *kind: CK_VALUE_ABSENT, and
  * *content the empty value, when there is none). Errors name the message's place. */
@@ -109,6 +120,8 @@ typedef struct ck__wr {
 /* The host value message i / part g of the history was read from. */
 ck_value ck__wr_msg_value(const ck__wr *w, size_t i);
 ck_value ck__wr_part_value(const ck__wr *w, size_t msg, size_t part);
+/* The object message i's fields stand in (ck__rd_inner()); an empty value when none. */
+ck_value ck__wr_inner_value(const ck__wr *w, size_t i);
 
 /* Builder calls that also release what they were given on failure, so a writer can chain
  * them and check once: each returns CK_OK or the failure. */
@@ -150,6 +163,32 @@ int ck__wr_content_list(ck__wr *w, const ck_out_msg *m, int (*skip)(const ck_out
  * and *n its items (0 when the content is not a list). */
 int ck__rd_chat_shape(ck__rd *rd, ck_value msg, ck_value *content, size_t *n);
 
+/* The content of message m (EDIT or NEW) in the Chat Completions family, whose calls stand
+ * beside the content in a list (parts with CK__HOST_CALL): a string when the source had one
+ * and its one part stays, or a new message has one text (several join by newlines); else a
+ * list of the kept items as the host's own values, replaced ones copied with "text" replaced,
+ * new ones as text items; a tool message's content is its result's (replaced) text, with its
+ * attached items beside it. *none is set when there is no content. */
+int ck__wr_chat_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none);
+/* Sets field `key` of the copy `msg` to the list of m's kept calls (the source's own call
+ * objects, in view order), or unsets it when none is left. */
+int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key);
+
+/* A block of the source kept as the host's own value, or replaced (not a result) as a copy
+ * with "text" replaced: returns 1 with the status in *rc. Returns 0 for a new part or a
+ * replaced result, which the dialect builds. */
+int ck__wr_plain_block(ck__wr *w, const ck_out_part *op, ck_value *out, int *rc);
+/* A shallow copy of host value `item` with field `key` set to v (released on failure). */
+int ck__wr_copy_set(ck__wr *w, ck_value item, ck_key key, ck_value v, ck_value *out);
+
+/* Builds message m (EDIT: a shallow copy of its source; NEW: {"role":role}) whose content is
+ * a list of blocks, one `block` call per part (attached parts skipped: they live inside their
+ * result's block); a string again when the source's string content stays as its one part,
+ * and for a new message of one text when `new_text_string`. */
+int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
+                         int (*block)(ck__wr *w, const ck_out_part *op, ck_value *out),
+                         ck_value *out);
+
 /* ck_part.host for parts a dialect read: where in the message the part's value stands. */
 #define CK__HOST_WHOLE 0xFFFFFFu   /* the message's whole content (a string) */
 #define CK__HOST_CALL (1u << 24)   /* | j: item j of the message's list of tool calls */
@@ -184,8 +223,10 @@ typedef struct ck__fmt {
 const ck__fmt *ck__fmt_of(ck_format f);
 
 extern const ck__fmt ck__fmt_openai;
+extern const ck__fmt ck__fmt_ai_sdk;
 extern const ck__fmt ck__fmt_anthropic;
 extern const ck__fmt ck__fmt_gemini;
 extern const ck__fmt ck__fmt_responses;
+extern const ck__fmt ck__fmt_langchain;
 
 #endif

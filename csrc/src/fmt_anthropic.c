@@ -168,62 +168,19 @@ static int anthropic_new_block(ck__wr *w, const ck_part *p, ck_value *out) {
 
 /* One output part as a block. */
 static int anthropic_block(ck__wr *w, const ck_out_part *op, ck_value *out) {
+    int rc;
+    if (ck__wr_plain_block(w, op, out, &rc)) return rc;
     if (op->src_msg == CK_NONE || op->part.host == CK__HOST_WHOLE)
         return anthropic_new_block(w, &op->part, out);
     ck_value item = ck__wr_part_value(w, op->src_msg, op->src_part);
-    if (!op->replaced) return ck__wr_ref(w, item, out);
-    if (op->part.kind != CK_PART_TOOL_RESULT)
-        return ck__wr_replaced_item(w, item, CK_KEY_TEXT, "text", op->part.text,
-                                    op->part.text_len, out);
     ck_value content;
-    int rc = ck__wr_result_content(w, op->src_msg, op->src_part, op->part.text,
-                                   op->part.text_len, &content);
-    if (rc) return rc;
-    if ((rc = w->b->copy(w->b->ctx, item, out))) {
-        ck__wr_drop(w, content);
-        return rc;
-    }
-    if ((rc = ck__wr_set(w, *out, CK_KEY_CONTENT, content))) ck__wr_drop(w, *out);
-    return rc;
+    rc = ck__wr_result_content(w, op->src_msg, op->src_part, op->part.text,
+                               op->part.text_len, &content);
+    return rc ? rc : ck__wr_copy_set(w, item, CK_KEY_CONTENT, content, out);
 }
 
 static int anthropic_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
-    const ck_host_builder *b = w->b;
-    ck_value msg, content;
-    int rc = ck__wr_head(w, m, ck__role_name(m->role), &msg);
-    if (rc) return rc;
-    /* A string content whose one part stays is a string again. */
-    size_t visible = 0;
-    const ck_out_part *only = NULL;
-    for (size_t k = 0; k < m->n_parts; k++) {
-        if (m->parts[k].part.flags & CK_PART_ATTACHED) continue;
-        visible++;
-        only = &m->parts[k];
-    }
-    if (m->op == CK_OP_EDIT && visible == 1 && only->part.host == CK__HOST_WHOLE &&
-        only->src_msg == m->src && (m->flags & CK_MSG_STRING_CONTENT)) {
-        rc = only->replaced ? ck__wr_string(w, only->part.text, only->part.text_len, &content)
-                            : ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part),
-                                         &content);
-    } else {
-        rc = b->array(b->ctx, &content);
-        for (size_t k = 0; k < m->n_parts && !rc; k++) {
-            const ck_out_part *op = &m->parts[k];
-            /* Attached blocks live inside their result's content. */
-            if (op->part.flags & CK_PART_ATTACHED) continue;
-            ck_value block;
-            rc = anthropic_block(w, op, &block);
-            if (!rc) rc = ck__wr_push(w, content, block);
-        }
-        if (rc) ck__wr_drop(w, content);
-    }
-    if (!rc) rc = ck__wr_set(w, msg, CK_KEY_CONTENT, content);
-    if (rc) {
-        ck__wr_drop(w, msg);
-        return rc;
-    }
-    *out = msg;
-    return CK_OK;
+    return ck__wr_block_message(w, m, 0, anthropic_block, out);
 }
 
 const ck__fmt ck__fmt_anthropic = {

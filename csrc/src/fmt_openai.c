@@ -35,7 +35,9 @@ static int openai_detect(ck__rd *rd, ck_value msg) {
     if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT) return 0;
     ck_value v;
     if (ck__rd_field(rd, msg, CK_KEY_ROLE, &v) <= 0) return 0;
-    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool")) return 2;
+    /* An AI SDK tool message has a list of tool-result parts and no tool_call_id. */
+    if (ck__rd_is(rd, msg, CK_KEY_ROLE, "tool"))
+        return ck__rd_field(rd, msg, CK_KEY_TOOL_CALL_ID, &v) > 0 ? 2 : 1;
     if (ck__rd_field(rd, msg, CK_KEY_TOOL_CALLS, &v) > 0 && ck__rd_kind(rd, v) != CK_VALUE_NULL)
         return 2;
     ck_value content;
@@ -51,13 +53,16 @@ static int openai_detect(ck__rd *rd, ck_value msg) {
         if (ck__rd_is(rd, item, CK_KEY_TYPE, "image_url")) score = 2;
         else if (ck__rd_is(rd, item, CK_KEY_TYPE, "tool_use") ||
                  ck__rd_is(rd, item, CK_KEY_TYPE, "tool_result") ||
-                 ck__rd_is(rd, item, CK_KEY_TYPE, "thinking"))
+                 ck__rd_is(rd, item, CK_KEY_TYPE, "thinking") ||
+                 ck__rd_is(rd, item, CK_KEY_TYPE, "tool-call") ||
+                 ck__rd_is(rd, item, CK_KEY_TYPE, "tool-result"))
             return 0;
     }
     return score;
 }
 
-static int openai_read_item(ck__rd *rd, ck_value item, size_t k) {
+static int openai_read_item(ck__rd *rd, ck_value item, size_t k, const char *at) {
+    (void)at;
     ck_part p;
     const char *type;
     size_t tl;
@@ -138,83 +143,15 @@ static int openai_read(ck__rd *rd, ck_value msg) {
         if ((rc = ck__rd_opt_string(rd, msg, CK_KEY_NAME, &p.name, &p.name_len, ".name")) ||
             (rc = ck__rd_need_string(rd, msg, CK_KEY_TOOL_CALL_ID, &p.id, &p.id_len,
                                      ".tool_call_id")) ||
-            (rc = ck__rd_joined_text(rd, content, &p.text, &p.text_len, ".content")) ||
-            (rc = ck__rd_part(rd, &p, content)))
+            (rc = ck__rd_chat_result(rd, &p, content, ".content")))
             return rc;
-        if (ck == CK_VALUE_ARRAY && (rc = ck__rd_attachments(rd, content, ".content"))) return rc;
-    } else if (ck == CK_VALUE_STRING) {
-        p.kind = CK_PART_TEXT;
-        p.host = CK__HOST_WHOLE;
-        if ((rc = ck__rd_string(rd, content, &p.text, &p.text_len, ".content")) ||
-            (rc = ck__rd_part(rd, &p, content)))
-            return rc;
-    } else if (ck == CK_VALUE_ARRAY) {
-        size_t n;
-        if ((rc = ck__rd_count(rd, content, &n))) return rc;
-        for (size_t k = 0; k < n && !rc; k++) {
-            ck_value item;
-            if (!(rc = ck__rd_item(rd, content, k, &item))) rc = openai_read_item(rd, item, k);
-        }
-        if (rc) return rc;
-    } else if (ck != CK_VALUE_ABSENT && ck != CK_VALUE_NULL) {
-        return ck__rd_fail(rd, CK_ETYPE, "expected a string, a list or null", ".content");
+    } else if ((rc = ck__rd_chat_content(rd, content, ck, "", openai_read_item))) {
+        return rc;
     }
     return openai_read_calls(rd, msg);
 }
 
 /* ---- building ---- */
-
-/* The part of the view that is a kept or edited tool call from the source's tool_calls. */
-static int openai_is_call(const ck_out_part *op) {
-    return op->part.kind == CK_PART_TOOL_CALL && op->src_msg != CK_NONE &&
-           (op->part.host & CK__HOST_CALL) && op->part.host != CK__HOST_WHOLE;
-}
-
-/* The content of message m (EDIT or NEW) as a host value. *none is set when there is none. */
-static int openai_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none) {
-    size_t n_content = 0;
-    const ck_out_part *only = NULL;
-    *none = 0;
-    for (size_t k = 0; k < m->n_parts; k++) {
-        const ck_out_part *op = &m->parts[k];
-        if (openai_is_call(op) || (op->part.flags & CK_PART_ATTACHED)) continue;
-        n_content++;
-        if (!only) only = op;
-    }
-    if (!n_content) {
-        *none = 1;
-        return CK_OK;
-    }
-    /* A tool message's content is its result's text (with what is attached beside it). */
-    if (m->role == CK_ROLE_TOOL && only->part.kind == CK_PART_TOOL_RESULT) {
-        if (only->src_msg != CK_NONE && !only->replaced)
-            return ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), out);
-        if (only->src_msg != CK_NONE)
-            return ck__wr_result_content(w, only->src_msg, only->src_part, only->part.text,
-                                         only->part.text_len, out);
-        return ck__wr_string(w, only->part.text, only->part.text_len, out);
-    }
-    int whole = n_content == 1 && only->src_msg != CK_NONE && only->part.host == CK__HOST_WHOLE;
-    if (whole || (m->op == CK_OP_NEW && n_content == 1)) {
-        if (only->src_msg != CK_NONE && !only->replaced)
-            return ck__wr_ref(w, ck__wr_part_value(w, only->src_msg, only->src_part), out);
-        return ck__wr_string(w, only->part.text, only->part.text_len, out);
-    }
-    if (m->op == CK_OP_NEW) {
-        /* Several texts of a new message join into one string. */
-        ck__buf b;
-        ck__buf_init(&b);
-        for (size_t k = 0; k < m->n_parts; k++) {
-            if (m->parts[k].part.kind != CK_PART_TEXT) continue;
-            if (b.len) ck__buf_addc(&b, '\n');
-            ck__buf_add(&b, m->parts[k].part.text, m->parts[k].part.text_len);
-        }
-        int rc = b.failed ? CK_ENOMEM : ck__wr_string(w, b.data ? b.data : "", b.len, out);
-        ck__buf_dispose(&b);
-        return rc;
-    }
-    return ck__wr_content_list(w, m, openai_is_call, "text", out);
-}
 
 static int openai_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
     const ck_host_builder *b = w->b;
@@ -223,25 +160,12 @@ static int openai_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
     if (m->op == CK_OP_EDIT) {
         rc = b->copy(b->ctx, ck__wr_msg_value(w, m->src), &msg);
         if (rc) return rc;
-        rc = openai_content(w, m, &content, &none);
+        rc = ck__wr_chat_content(w, m, &content, &none);
         if (!rc) {
             if (none) rc = b->json(b->ctx, "null", 4, &content);
             if (!rc) rc = ck__wr_set(w, msg, CK_KEY_CONTENT, content);
         }
-        /* The kept calls, as the source's own call objects, in view order. */
-        ck_value calls = {NULL, 0};
-        size_t n_calls = 0;
-        for (size_t k = 0; k < m->n_parts && !rc; k++) {
-            const ck_out_part *op = &m->parts[k];
-            if (!openai_is_call(op)) continue;
-            if (!n_calls++) rc = b->array(b->ctx, &calls);
-            ck_value call;
-            if (!rc) rc = ck__wr_ref(w, ck__wr_part_value(w, op->src_msg, op->src_part), &call);
-            if (!rc) rc = ck__wr_push(w, calls, call);
-        }
-        if (!rc && n_calls) rc = ck__wr_set(w, msg, CK_KEY_TOOL_CALLS, calls);
-        else if (!rc) rc = b->unset(b->ctx, msg, CK_KEY_TOOL_CALLS);
-        else if (n_calls) ck__wr_drop(w, calls);
+        if (!rc) rc = ck__wr_chat_calls(w, m, msg, CK_KEY_TOOL_CALLS);
     } else {
         rc = b->message ? b->message(b->ctx, (ck_value){NULL, 0}, NULL, &msg)
                         : b->object(b->ctx, &msg);
@@ -251,7 +175,7 @@ static int openai_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
         if (!rc && m->role == CK_ROLE_TOOL && m->n_parts)
             rc = ck__wr_set_string(w, msg, CK_KEY_TOOL_CALL_ID, m->parts[0].part.id,
                                    m->parts[0].part.id_len);
-        if (!rc) rc = openai_content(w, m, &content, &none);
+        if (!rc) rc = ck__wr_chat_content(w, m, &content, &none);
         if (!rc && none) rc = ck__wr_string(w, "", 0, &content);
         if (!rc) rc = ck__wr_set(w, msg, CK_KEY_CONTENT, content);
     }

@@ -35,6 +35,7 @@ void ck_history_free(ck_history *self) {
     ck__json_doc_free(self->json);
     ck__free(self->msg_values);
     ck__free(self->part_values);
+    ck__free(self->inner_values);
     ck__free(self->msgs);
     ck__free(self->parts);
     ck__free(self);

@@ -50,6 +50,10 @@ struct ck_history {
     size_t cap_msg_values;
     ck_value *part_values;
     size_t cap_part_values;
+    /* Per message, the object its fields stand in when the dialect wraps them (LangChain's
+     * {"type", "data": {...}}); an empty value for a message that is not wrapped. */
+    ck_value *inner_values;
+    size_t cap_inner_values;
     ck_format dialect;
     int dialect_decided;
 };

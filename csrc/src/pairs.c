@@ -376,6 +376,22 @@ static int add_result(const analysis *a, ck_view *v, size_t m, size_t k) {
     return rc;
 }
 
+/* Result message r, kept for its result g: as it is when nothing in it is removed, else
+ * rebuilt with only that result and what is attached to it (a call that stood in it is
+ * noted after it, by emit_plain). */
+static int keep_result_message(const analysis *a, ck_view *v, size_t r, size_t g) {
+    const ck_history *h = a->h;
+    size_t first = h->msgs[r].first_part;
+    int whole = 1;
+    for (size_t k = 0; k < h->msgs[r].n_parts; k++)
+        whole &= a->verdict[first + k] != V_DROP && a->verdict[first + k] != V_TEXT;
+    if (whole) return ck__view_keep(v, h, r);
+    int rc = ck__view_begin(v, CK_OP_EDIT, r, h->msgs[r].role, h->msgs[r].flags);
+    if (!rc) rc = add_result(a, v, r, g - first);
+    ck__view_end(v, h);
+    return rc;
+}
+
 /* Emits the results for the valid calls of assistant message `m`. For OpenAI they are whole
  * "tool" messages; for Anthropic, blocks at the head of the user message `zone` (CK_NONE: a
  * new user message), followed by that message's other kept parts. Results already in place
@@ -402,7 +418,7 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
                 if (a->verdict[g] == V_RESULT && a->part_msg[a->answer[g]] == m && !emitted[g] &&
                     !in_place(a, g)) {
                     emitted[g] = 1;
-                    rc = ck__view_keep(v, h, r);
+                    rc = keep_result_message(a, v, r, g);
                     break;
                 }
             }
@@ -414,7 +430,7 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
             if (res != CK_NONE && (emitted[res] || in_place(a, res))) continue;
             if (res != CK_NONE) {
                 emitted[res] = 1;
-                rc = ck__view_keep(v, h, a->part_msg[res]);
+                rc = keep_result_message(a, v, a->part_msg[res], res);
             } else {
                 stub.id = h->parts[g].id;
                 stub.id_len = h->parts[g].id_len;
@@ -441,8 +457,11 @@ static int emit_results(const analysis *a, ck_view *v, size_t m, size_t zone,
             return ck__view_keep(v, h, whole);
         }
     }
-    rc = zone == CK_NONE ? ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_USER, 0)
-                         : ck__view_begin(v, CK_OP_EDIT, zone, CK_ROLE_USER, h->msgs[zone].flags);
+    /* The results' message has the dialect's result role (user for Anthropic, tool for the
+     * AI SDK). */
+    ck_role rr = a->fmt->result_role;
+    rc = zone == CK_NONE ? ck__view_begin(v, CK_OP_NEW, CK_NONE, rr, 0)
+                         : ck__view_begin(v, CK_OP_EDIT, zone, rr, h->msgs[zone].flags);
     if (zone != CK_NONE) {
         for (size_t k = 0; k < h->msgs[zone].n_parts && !rc; k++) {
             size_t g = h->msgs[zone].first_part + k;

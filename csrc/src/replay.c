@@ -239,8 +239,8 @@ int ck_replay_run(ck_compactor *compactor, const ck_history *history, ck_summari
         ck_history_free(p);
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     }
-    /* The prefixes are in the transcript's dialect: its pairing rules apply (Gemini and
-     * Responses histories are not told from their parts). */
+    /* The prefixes are in the dialect the history was read in (they are made part by part,
+     * which alone tells only OpenAI from Anthropic). */
     p->dialect = history->dialect;
     r->window = o.context_window;
     r->bands[0] = o.warn;

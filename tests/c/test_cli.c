@@ -234,6 +234,57 @@ TEST(bad_input_is_named) {
     OK(contains(err_path, "/nonexistent/ctxkeel.json"));
 }
 
+TEST(langchain_and_ai_sdk_through_every_subcommand) {
+    char broken[128], fixed[128], view[128], store[128];
+    path_in(broken, sizeof broken, "lc.json");
+    path_in(fixed, sizeof fixed, "lc-fixed.json");
+    path_in(view, sizeof view, "lc-view.json");
+    path_in(store, sizeof store, "lc-store");
+    /* LangChain dicts: an ai call without its tool message. */
+    write_file(broken,
+               "[{\"type\":\"human\",\"content\":\"fix it\"},"
+               "{\"type\":\"ai\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_1\","
+               "\"name\":\"bash\",\"args\":{\"cmd\":\"make\"},\"type\":\"tool_call\"}]},"
+               "{\"type\":\"human\",\"content\":\"and?\"}]");
+    INT_EQ(RUN_CLI(NULL, "check", broken, "--format", "langchain"), 1);
+    OK(contains(out_path, "messages[1] part 1: missing_result (tool call id \"call_1\")"));
+    INT_EQ(RUN_CLI(NULL, "repair", broken, "--format", "langchain", "-o", fixed), 0);
+    OK(contains(fixed, "{\"type\":\"tool\",\"tool_call_id\":\"call_1\",\"name\":\"bash\","
+                       "\"content\":\"result unavailable: context was compacted\"}"));
+    INT_EQ(RUN_CLI(NULL, "check", fixed, "--format", "langchain"), 0);
+    INT_EQ(RUN_CLI(NULL, "tokens", fixed, "--format", "langchain"), 0);
+    OK(contains(out_path, "4 messages"));
+    INT_EQ(RUN_CLI(NULL, "compact", fixed, "--format", "langchain", "--window", "100000", "-o",
+                   view, "--store", store, "--session", "cli-lc"),
+           0);
+    OK(contains(view, "\"type\":\"human\""));
+    INT_EQ(RUN_CLI(NULL, "replay", fixed, "--format", "langchain", "--window", "100000",
+                   "--store", store, "--session", "cli-lc-replay"),
+           0);
+    /* The AI SDK's tool message after its calls, through check and repair. */
+    write_file(broken,
+               "[{\"role\":\"user\",\"content\":\"fix it\"},"
+               "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\","
+               "\"toolCallId\":\"call_1\",\"toolName\":\"bash\",\"input\":{}}]}]");
+    INT_EQ(RUN_CLI(NULL, "check", broken, "--format", "ai-sdk"), 1);
+    OK(contains(out_path, "missing_result (tool call id \"call_1\")"));
+    INT_EQ(RUN_CLI(NULL, "repair", broken, "--format", "ai_sdk", "-o", fixed), 0);
+    OK(contains(fixed, "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                       "\"toolCallId\":\"call_1\",\"toolName\":\"bash\",\"output\":{\"type\":"
+                       "\"text\",\"value\":\"result unavailable: context was compacted\"}}]}"));
+    INT_EQ(RUN_CLI(NULL, "tokens", fixed, "--format", "ai-sdk"), 0);
+    INT_EQ(RUN_CLI(NULL, "compact", fixed, "--format", "ai-sdk", "--window", "100000", "-o", view,
+                   "--store", store, "--session", "cli-aisdk"),
+           0);
+    INT_EQ(RUN_CLI(NULL, "replay", fixed, "--format", "ai-sdk", "--window", "100000", "--store",
+                   store, "--session", "cli-aisdk-replay"),
+           0);
+    /* Read as another dialect, a LangChain message is refused, naming its place. */
+    write_file(broken, "[{\"type\":\"human\",\"content\":\"fix it\"}]");
+    INT_EQ(RUN_CLI(NULL, "check", broken, "--format", "openai"), 2);
+    OK(contains(err_path, "messages[0]"));
+}
+
 TEST(tokens_match_the_library) {
     const char *file = demo_file();
     if (!file) return;
@@ -390,5 +441,6 @@ static void setup(void) {
 HARNESS_MAIN(setup(); RUN(usage_and_version) RUN(help_explains_the_columns)
                  RUN(check_and_repair) RUN(gemini_through_every_subcommand)
                  RUN(responses_through_every_subcommand) RUN(bad_input_is_named)
+                 RUN(langchain_and_ai_sdk_through_every_subcommand)
                  RUN(tokens_match_the_library) RUN(compact_writes_a_valid_view_and_its_record)
                      RUN(demo_replay_goes_through_every_tier) cleanup();)
