@@ -154,7 +154,7 @@ def test_option_values_name_the_option(kwargs, where, tmp_path):
     assert where in str(info.value)
 
 
-@pytest.mark.parametrize("kwargs", [{"estimator": "exact"}, {"format": "gemini"},
+@pytest.mark.parametrize("kwargs", [{"estimator": "exact"}, {"format": "gpt-chat"},
                                     {"store_dir": "a\x00b"}])
 def test_option_names_are_values_too(kwargs, tmp_path):
     with pytest.raises(ValueError):
