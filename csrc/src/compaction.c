@@ -1272,21 +1272,39 @@ static int compaction_build_view(ck_compaction *c, size_t k, const char *checkpo
     return CK_OK;
 }
 
-static uint64_t compaction_view_tokens(ck_compaction *c, const ck_view *v) {
+/* Tokens of view v (the tool schemas and the request's overhead included); with `keys` and
+ * `toks`, per message a hash of its role and content and its cost too. */
+static uint64_t compaction_view_cost(ck_compaction *c, const ck_view *v, uint64_t *keys,
+                                     uint64_t *toks) {
     uint64_t t = ck__tok_add(c->tool_tokens, compaction_request_overhead(c));
     for (size_t i = 0; i < ck_view_count(v); i++) {
         ck_out_msg m;
         ck_view_get(v, i, &m);
-        t = ck__tok_add(t, m.op == CK_OP_KEEP
-                               ? c->tok[m.src]
-                               : ck__tokcache_parts(&c->owner->tokcache, &m.parts[0].part,
-                                                    sizeof m.parts[0], m.n_parts));
+        uint64_t key, cost;
+        if (m.op == CK_OP_KEEP) {
+            key = c->key[m.src];
+            cost = c->tok[m.src];
+        } else {
+            cost = ck__tokcache_parts_key(&c->owner->tokcache, &m.parts[0].part,
+                                          sizeof m.parts[0], m.n_parts, &key);
+        }
+        if (keys) {
+            keys[i] = ck__hash_combine(key, (uint64_t)m.role + 1);
+            toks[i] = cost;
+        }
+        t = ck__tok_add(t, cost);
     }
     return t;
 }
 
-/* Per message of view v: a hash of its role and content, and its cost, into new arrays. */
-static int compaction_sent(ck_compaction *c, const ck_view *v, uint64_t **keys, uint64_t **toks) {
+static uint64_t compaction_view_tokens(ck_compaction *c, const ck_view *v) {
+    return compaction_view_cost(c, v, NULL, NULL);
+}
+
+/* The tokens of view v, and per message a hash of its role and content and its cost, into
+ * new arrays (for compaction_compare_sent). */
+static int compaction_sent(ck_compaction *c, const ck_view *v, uint64_t **keys, uint64_t **toks,
+                           uint64_t *tokens) {
     size_t n = ck_view_count(v);
     *keys = ck__malloc((n ? n : 1) * sizeof **keys);
     *toks = ck__malloc((n ? n : 1) * sizeof **toks);
@@ -1296,19 +1314,7 @@ static int compaction_sent(ck_compaction *c, const ck_view *v, uint64_t **keys, 
         *keys = *toks = NULL;
         return CK_ENOMEM;
     }
-    for (size_t i = 0; i < n; i++) {
-        ck_out_msg m;
-        if (ck_view_get(v, i, &m) != CK_OK) return CK_EINVAL; /* (n is the view's count) */
-        uint64_t key;
-        if (m.op == CK_OP_KEEP) {
-            key = c->key[m.src];
-            (*toks)[i] = c->tok[m.src];
-        } else {
-            (*toks)[i] = ck__tokcache_parts_key(&c->owner->tokcache, &m.parts[0].part,
-                                                sizeof m.parts[0], m.n_parts, &key);
-        }
-        (*keys)[i] = ck__hash_combine(key, (uint64_t)m.role + 1);
-    }
+    *tokens = compaction_view_cost(c, v, *keys, *toks);
     return CK_OK;
 }
 
@@ -1468,7 +1474,12 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
         base_view = NULL;
     }
     ck_view_free(base_view);
-    if (!rc) c->tokens_after = view ? compaction_view_tokens(c, view) : 0;
+    /* The view as sent, per message, in the repaired history's terms (before the repair's
+     * composition, which maps it back onto the host's list), and its tokens. */
+    uint64_t *sent_key = NULL, *sent_tok = NULL;
+    size_t n_sent = view ? ck_view_count(view) : 0;
+    if (!rc && view) rc = compaction_sent(c, view, &sent_key, &sent_tok, &c->tokens_after);
+    else if (!rc) c->tokens_after = 0;
     /* The view as it is sent, against the target the compaction aimed for. */
     if (!rc && c->tier >= CK_TIER_SOFT && c->tokens_after > c->lim.target)
         ck__compaction_note(c, "the view stays above the target (%llu of %llu tokens): the "
@@ -1476,11 +1487,6 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
                                "need that much",
                             (unsigned long long)ck__scaled(c->tokens_after, c->factor),
                             (unsigned long long)ck__scaled(c->lim.target, c->factor));
-    /* The view as sent, per message, in the repaired history's terms (before the repair's
-     * composition, which maps it back onto the host's list). */
-    uint64_t *sent_key = NULL, *sent_tok = NULL;
-    size_t n_sent = view ? ck_view_count(view) : 0;
-    if (!rc && view) rc = compaction_sent(c, view, &sent_key, &sent_tok);
     if (!rc && c->fixed) {
         ck_view *composed = NULL;
         rc = ck__view_compose(view, c->repair, c->src, &composed);

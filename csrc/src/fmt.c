@@ -690,11 +690,6 @@ static int fmt_is_call(const ck_out_part *op) {
            (op->part.host & CK__HOST_CALL) && op->part.host != CK__HOST_WHOLE;
 }
 
-/* A new text item {"type":"text","text":...}. */
-static int fmt_text_item(ck__wr *w, const char *text, size_t len, ck_value *out) {
-    return ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", text, len, out);
-}
-
 int ck__wr_chat_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none) {
     size_t n_content = 0;
     const ck_out_part *only = NULL;
@@ -737,28 +732,7 @@ int ck__wr_chat_content(ck__wr *w, const ck_out_msg *m, ck_value *out, int *none
         ck__buf_dispose(&b);
         return rc;
     }
-    ck_value list;
-    int rc = w->b->array(w->b->ctx, &list);
-    for (size_t k = 0; k < m->n_parts && !rc; k++) {
-        const ck_out_part *op = &m->parts[k];
-        if (fmt_is_call(op) || (op->part.flags & CK_PART_ATTACHED)) continue;
-        ck_value item;
-        if (op->src_msg == CK_NONE || op->part.host == CK__HOST_WHOLE)
-            rc = fmt_text_item(w, op->part.text, op->part.text_len, &item);
-        else if (op->replaced)
-            rc = ck__wr_replaced_item(w, ck__wr_part_value(w, op->src_msg, op->src_part),
-                                      CK_KEY_TEXT, "text", op->part.text, op->part.text_len,
-                                      &item);
-        else
-            rc = ck__wr_ref(w, ck__wr_part_value(w, op->src_msg, op->src_part), &item);
-        if (!rc) rc = ck__wr_push(w, list, item);
-    }
-    if (rc) {
-        ck__wr_drop(w, list);
-        return rc;
-    }
-    *out = list;
-    return CK_OK;
+    return ck__wr_content_list(w, m, fmt_is_call, "text", out);
 }
 
 int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key) {
