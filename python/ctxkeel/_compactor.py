@@ -212,6 +212,7 @@ class Compactor:
         job = self._begin(messages, tools, summarize)
         try:
             if job.needs_summary:
+                _check_signature(summarize)
                 request = self._request(job)
                 if isinstance(summarize, HttpSummarizer):
                     reply, failure = _call_http(summarize, request, self._timeout)
@@ -237,6 +238,7 @@ class Compactor:
         job = await self._off_loop(self._begin, messages, tools, summarize, abandon=_close)
         try:
             if job.needs_summary:
+                _check_signature(summarize)
                 request = await self._off_loop(self._request, job)
                 if isinstance(summarize, HttpSummarizer):
                     reply, failure = await _call_http_async(summarize, request, self._timeout)
@@ -443,11 +445,17 @@ def _check_timeout(timeout):
 
 
 def _check_summarize(summarize):
-    if summarize is None or isinstance(summarize, HttpSummarizer):
-        return
-    if not callable(summarize):
+    if summarize is not None and not callable(summarize):
         raise TypeError("ctxkeel: summarize must be callable or None, not %s"
                         % type(summarize).__name__)
+
+
+def _check_signature(summarize):
+    """A summarizer that cannot take the request is the caller's mistake, not a fallback: a
+    TypeError from the compact() that would call it (inspect costs microseconds, so only
+    then)."""
+    if summarize is None or isinstance(summarize, HttpSummarizer):
+        return
     try:
         signature = inspect.signature(summarize)
     except (TypeError, ValueError):  # a builtin without one: called as it is

@@ -7,6 +7,7 @@ message returned as the caller's own objects; and the input list is compared wit
 copy taken before the call.
 """
 
+import asyncio
 import copy
 import gc
 import inspect
@@ -399,6 +400,11 @@ def test_a_summarizer_of_the_wrong_shape_is_a_type_error(tmp_path):
     for wrong in (lambda: "x", lambda request, model: "x"):
         with pytest.raises(TypeError, match="one argument"):
             c.compact(messages, summarize=wrong)
+        with pytest.raises(TypeError, match="one argument"):
+            asyncio.run(c.acompact(messages, summarize=wrong))
+    # Checked when a summary is wanted (inspect costs microseconds on every call otherwise).
+    roomy = ctxkeel.Compactor(window_for(messages, 0.3), store_dir=fresh_dir(tmp_path))
+    assert roomy.compact(messages, summarize=lambda: "x").tier == "none"
 
     class Writer:
         def __call__(self, request, style="short"):
