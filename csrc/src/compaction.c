@@ -97,6 +97,7 @@ void ck_compaction_free(ck_compaction *c) {
     ck__free(c->subst);
     ck__free(c->subst_len);
     ck__free(c->subst_kind);
+    ck__free(c->subst_keep);
     ck__free(c->failed);
     for (size_t i = 0; i < c->n_new_offloads; i++) ck__offload_dispose(&c->new_offloads[i]);
     ck__free(c->new_offloads);
@@ -266,6 +267,7 @@ static int compaction_subst(ck_compaction *c, size_t i, size_t g, ck__buf *b, in
     c->subst[g] = text;
     c->subst_len[g] = len;
     c->subst_kind[g] = (unsigned char)kind;
+    c->subst_keep[g] = 0;
     c->tok[i] = compaction_msg_tokens(c, i);
     return CK_OK;
 }
@@ -285,7 +287,9 @@ static int compaction_placeholder(ck_compaction *c, size_t i, size_t g, const ck
         ck__buf_dispose(&b);
         return rc;
     }
-    return compaction_subst(c, i, g, &b, kind);
+    rc = compaction_subst(c, i, g, &b, kind);
+    if (!rc && minimal) c->subst_keep[g] = 1;
+    return rc;
 }
 
 /* The offload record of this text under `id`, known to the state or made by this compaction:
@@ -419,6 +423,7 @@ static int compaction_excerpt_part(ck_compaction *c, size_t i, size_t g, size_t 
     }
     uint64_t before = c->tok[i];
     rc = compaction_subst(c, i, g, &b, kind);
+    if (!rc && keep < EXCERPT_KEEP) c->subst_keep[g] = (uint32_t)keep;
     if (!rc) *done = c->tok[i] < before;
     return rc;
 }
@@ -446,7 +451,7 @@ static int compaction_known_substs(ck_compaction *c, size_t from, size_t to) {
                 uint64_t hash = ck__hash_text(p->text, p->text_len);
                 const ck__offload *rec = compaction_known(c, p->id, p->id_len, hash);
                 if (!rec) continue;
-                int rc = compaction_placeholder(c, i, g, rec, CK__SUB_KNOWN, 0);
+                int rc = compaction_placeholder(c, i, g, rec, CK__SUB_KNOWN, rec->keep != 0);
                 if (rc) return rc;
             } else if (p->kind == CK_PART_TEXT && st->has_excerpts && p->text_len > EXCERPT_MIN) {
                 uint64_t hash = ck__hash_text(p->text, p->text_len);
@@ -456,10 +461,12 @@ static int compaction_known_substs(ck_compaction *c, size_t from, size_t to) {
                 if (!rec) continue;
                 ck__buf b;
                 ck__buf_init(&b);
-                int rc = ck__render_excerpt(&b, p->text, p->text_len, EXCERPT_KEEP,
+                size_t keep = rec->keep ? rec->keep : EXCERPT_KEEP;
+                int rc = ck__render_excerpt(&b, p->text, p->text_len, keep,
                                             h->msgs[i].role == CK_ROLE_USER, rec->ref);
                 if (!rc) rc = compaction_subst(c, i, g, &b, CK__SUB_KNOWN);
                 else ck__buf_dispose(&b);
+                if (!rc && rec->keep) c->subst_keep[g] = rec->keep;
                 if (rc) return rc;
             }
         }
@@ -1096,7 +1103,9 @@ static int compaction_measure(ck_compaction *c) {
         !(c->cls = ck__calloc(n ? n : 1, 1)) ||
         !(c->subst = ck__calloc(n_parts, sizeof *c->subst)) ||
         !(c->subst_len = ck__calloc(n_parts, sizeof *c->subst_len)) ||
-        !(c->subst_kind = ck__calloc(n_parts, 1)) || !(c->failed = ck__calloc(n_parts, 1)))
+        !(c->subst_kind = ck__calloc(n_parts, 1)) ||
+        !(c->subst_keep = ck__calloc(n_parts, sizeof *c->subst_keep)) ||
+        !(c->failed = ck__calloc(n_parts, 1)))
         return CK_ENOMEM;
     c->task = CK_NONE;
     for (size_t i = 0; i < n && c->task == CK_NONE; i++)
@@ -1117,6 +1126,29 @@ static int compaction_measure(ck_compaction *c) {
                                            h->msgs[i].n_parts, &c->key[i]);
     }
     return CK_OK;
+}
+
+/* The growth of the history, in view tokens, that makes another fold worth its summary
+ * after one that ended above the target: (soft - target) / 2 of the window (DESIGN section
+ * 2, "no thrash"). */
+static uint64_t compaction_rest_gap(const ck_compaction *c) {
+    return c->lim.soft > c->lim.target ? (c->lim.soft - c->lim.target) / 2 : 0;
+}
+
+/* True when a fold due at soft or full should wait: the last fold could not bring the view to
+ * the target (the pinned messages, the checkpoint and the newest turn need more), and what the
+ * history gained since is less than the gap, with no new message alone that large. Folding
+ * again would fold a message or two for a summary call and leave the view where it was; the
+ * view stays under the window meanwhile (emergency never waits). */
+static int compaction_rests(const ck_compaction *c) {
+    size_t from = c->st->rest_n;
+    if (!from || from > c->h->n_msgs || from <= c->base) return 0;
+    uint64_t gap = compaction_rest_gap(c), grown = 0;
+    for (size_t i = from; i < c->h->n_msgs; i++) {
+        if (c->tok[i] >= gap) return 0;
+        grown = ck__tok_add(grown, c->tok[i]);
+    }
+    return grown < gap;
 }
 
 int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
@@ -1170,7 +1202,13 @@ int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t t
         (c->tier == CK_TIER_WARN && compaction_offload_gain(c, c->base, c->tail) >=
                                         self->opt.context_window / WARN_MIN_GAIN_DIV))
         rc = compaction_offload_range(c, c->base, c->tail);
-    if (!rc && c->tier >= CK_TIER_SOFT) {
+    if (!rc && c->tier >= CK_TIER_SOFT && c->tier < CK_TIER_EMERGENCY &&
+        compaction_rests(c)) {
+        c->resting = 1;
+        ck__compaction_note(c, "the last fold could not reach the target; the next waits until "
+                               "the history grows by %llu tokens",
+                            (unsigned long long)ck__scaled(compaction_rest_gap(c), c->factor));
+    } else if (!rc && c->tier >= CK_TIER_SOFT) {
         rc = compaction_plan(c);
         /* The very same fold was tried on this history and did not shrink the view: asking the
          * model again would cost a call for nothing. */
@@ -1412,6 +1450,24 @@ static int compaction_commit_offloads(ck_compaction *c) {
     ck__state *st = &c->owner->st;
     for (size_t i = 0; i < c->n_new_offloads; i++)
         if (ck__state_add_offload(st, &c->new_offloads[i])) return CK_ENOMEM;
+    /* What the view showed smaller than usual stays that small (ck__offload.keep). */
+    const ck_history *h = c->h;
+    for (size_t i = 0; i < h->n_msgs; i++)
+        for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
+            size_t g = h->msgs[i].first_part + k;
+            if (!c->subst[g] || !c->subst_keep[g]) continue;
+            const ck_part *p = &h->parts[g];
+            uint64_t hash = ck__hash_text(p->text, p->text_len);
+            const ck__offload *rec = NULL;
+            if (p->kind == CK_PART_TOOL_RESULT) {
+                rec = compaction_known(c, p->id, p->id_len, hash);
+            } else {
+                char id[40];
+                snprintf(id, sizeof id, "message:%016llx", (unsigned long long)hash);
+                rec = ck__state_offload(st, id, strlen(id));
+            }
+            if (rec) ck__state_offload_shown(st, rec->ref, strlen(rec->ref), c->subst_keep[g]);
+        }
     return CK_OK;
 }
 
@@ -1539,6 +1595,7 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
         own->fingerprint = ck__fingerprint(c->h, c->cut);
         own->compacted += c->summarized;
         own->compactions++;
+        own->rest_n = c->tokens_after > c->lim.target ? c->h->n_msgs : 0;
     }
     own->last_view = c->tokens_after;
     rc = compaction_commit_offloads(c);
@@ -1571,6 +1628,9 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
                              (unsigned long long)c->tokens_after,
                              (unsigned long long)c->lim.soft,
                              c->failed_stores ? "the store could not take what had to leave"
+                             : c->resting     ? "the last fold could not reach the target, and "
+                                                "the history has not grown enough since for "
+                                                "another"
                                               : "the pinned messages and the newest turn are "
                                                 "all that is left");
     own->over_noted = over;

@@ -68,6 +68,7 @@ struct ck_compaction {
     size_t min_tail; /* first message of the smallest tail any view keeps */
     size_t cut;      /* end of the span to fold; == base when nothing is folded */
     int summarize;   /* a model summary is wanted */
+    int resting;     /* a fold was due but waits (ck__compaction_rests) */
     uint64_t cp_plan; /* the checkpoint's planned cost, an upper bound of the real one */
     /* Per message of h. */
     uint64_t *tok;       /* cost with this compaction's substitutions applied */
@@ -77,6 +78,7 @@ struct ck_compaction {
     char **subst;
     size_t *subst_len;
     unsigned char *subst_kind; /* CK__SUB_* */
+    uint32_t *subst_keep;      /* the form of a smaller substitution (ck__offload.keep), else 0 */
     unsigned char *failed;     /* ck__part_failed()'s verdicts */
     size_t failed_stores;      /* outputs or texts the store could not take (they stay) */
     ck__offload *new_offloads; /* offloads done by this compaction */

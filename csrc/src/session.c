@@ -82,7 +82,7 @@ int ck__state_add_offload(ck__state *st, const ck__offload *o) {
     if (ck__idmap_get(&st->offloaded, o->ref, strlen(o->ref)) != SIZE_MAX) return CK_OK;
     ck__offload c = {ck__strndup(o->id, o->id_len), o->id_len, session_dup(o->ref),
                      ck__strndup(o->tool ? o->tool : "", o->tool ? o->tool_len : 0), o->tool_len,
-                     session_dup(o->path), o->bytes, o->lines, o->hash};
+                     session_dup(o->path), o->bytes, o->lines, o->hash, o->keep};
     if (!c.id || !c.ref || !c.tool || !c.path ||
         ck__grow((void **)&st->offloads, &st->cap_offloads, st->n_offloads + 1, sizeof c) ||
         ck__idmap_put(&st->offloaded, c.ref, strlen(c.ref), st->n_offloads) < 0) {
@@ -123,6 +123,13 @@ int ck__state_add_user(ck__state *st, const char *text, size_t len, const char *
 const ck__offload *ck__state_offload(const ck__state *st, const char *ref, size_t len) {
     size_t at = ck__idmap_get(&st->offloaded, ref, len);
     return at == SIZE_MAX ? NULL : &st->offloads[at];
+}
+
+void ck__state_offload_shown(ck__state *st, const char *ref, size_t len, uint32_t keep) {
+    size_t at = ck__idmap_get(&st->offloaded, ref, len);
+    if (at == SIZE_MAX || !keep) return;
+    ck__offload *o = &st->offloads[at];
+    if (!o->keep || keep < o->keep) o->keep = keep;
 }
 
 int ck__state_touch_file(ck__state *st, char kind, const char *path, size_t len) {
@@ -393,7 +400,7 @@ static int session_offload(ck__state *st, const ck__jval *v) {
         !ref[0])
         return CK_ESYNTAX;
     ck__offload o = {(char *)id, il, (char *)ref, (char *)tool, tl, (char *)path, bytes, lines,
-                     hash};
+                     hash, 0};
     return ck__state_add_offload(st, &o);
 }
 

@@ -26,6 +26,11 @@ typedef struct ck__offload {
     char *path;
     uint64_t bytes, lines;
     uint64_t hash; /* of the output's text */
+    uint32_t keep; /* the smallest form a view has shown of it, which later views keep (a view
+                      must not grow back silently): 0 the usual one; else, for an output, its
+                      placeholder without the preview, for an excerpted text, an excerpt of
+                      `keep` bytes (not kept in the records: a resumed session starts again
+                      from the usual form) */
 } ck__offload;
 
 /* A span of folded messages written to the store. */
@@ -83,6 +88,9 @@ typedef struct ck__state {
     size_t futile_cut;   /* a fold of [.., futile_cut) with this fingerprint did not shrink */
     uint64_t futile_fp;
     uint64_t repairs_fp; /* the repairs the last record told (0: none) */
+    size_t rest_n;       /* messages of the history at the last fold when it could not bring
+                            the view to the target, else 0: the next fold waits until what came
+                            after them is worth folding (ck__compaction_rests) */
     int has_excerpts;    /* some message texts were excerpted (offloads of tool "message") */
 } ck__state;
 
@@ -113,6 +121,10 @@ void ck__state_take_lists(ck__state *st, ck__state *next);
 
 /* The offload of `ref`, or NULL. */
 const ck__offload *ck__state_offload(const ck__state *st, const char *ref, size_t len);
+
+/* Notes that a view showed the offload `ref` in the smaller form `keep` (see ck__offload).
+ * Nothing happens when the state does not know the ref or already keeps a smaller form. */
+void ck__state_offload_shown(ck__state *st, const char *ref, size_t len, uint32_t keep);
 
 /* What one compaction added to the state, for a delta record. */
 typedef struct ck__delta {

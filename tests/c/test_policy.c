@@ -366,6 +366,53 @@ TEST(warn_offloads_are_batched) {
     free(filler);
 }
 
+/* With the task at 62% of the window, no fold can reach the 50% target. A fold then waits
+ * until the history has grown by (soft - target) / 2 x window: the calls between stay above
+ * soft, unfolded, and the one record among them says why. Without the wait every call folds a
+ * turn for a summary and leaves the view where it was. */
+TEST(a_fold_short_of_the_target_waits_for_growth) {
+    char *task = output(9000, "TASK", 7), *small = output(240, "OK", 8);
+    hist b = hist_new();
+    add_text(&b, CK_ROLE_SYSTEM, "You are a coding agent.");
+    add_text(&b, CK_ROLE_USER, task);
+    uint64_t pinned = ck_estimate_history(b.h, CK_EST_CHARS4);
+    uint64_t window = pinned * 100 / 62, gap = window / 10;
+    ck_compactor *k = make(window, "rest", CK_EST_CHARS4);
+    int folds = 0, rapid = 0, rests = 0, told = 0;
+    uint64_t last_fold = 0;
+    for (int t = 0; t < 60; t++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", t);
+        add_call(&b, id, "bash", "{\"command\":\"make test\"}", small);
+        uint64_t size = ck_estimate_history(b.h, CK_EST_CHARS4);
+        ck_compaction *c = NULL;
+        ck_error err;
+        INT_EQ(ck_compactor_compact(k, b.h, 0, NULL, NULL, &c, &err), CK_OK);
+        if (!c) break;
+        OK(ck_compaction_tokens_after(c) <= window);
+        const char *rec = ck_compaction_record(c, NULL);
+        int folded = rec && !strstr(rec, "\"summarized\":0,");
+        if (folded) {
+            if (folds && size - last_fold < gap && ck_compaction_tier(c) < CK_TIER_EMERGENCY)
+                rapid++;
+            folds++;
+            last_fold = size;
+        } else if (ck_compaction_tier(c) >= CK_TIER_SOFT) {
+            rests++;
+            if (rec && strstr(rec, "has not grown enough since")) told++;
+        }
+        ck_compaction_free(c);
+    }
+    INT_EQ(rapid, 0);
+    OK(folds >= 3);
+    OK(rests >= folds);
+    OK(told >= 1);
+    ck_compactor_free(k);
+    hist_free(&b);
+    free(task);
+    free(small);
+}
+
 /* Only the pinned messages alone over the window fail, and the error says what they need. */
 TEST(overflow_only_for_pinned) {
     hist b = hist_new();
@@ -442,8 +489,8 @@ typedef struct rhythm {
 /* Replays a transcript as an agent loop at a window of `fraction` of its tokens: a compaction
  * before the history grew by (soft - target) / 2 x window since the last one is a thrash,
  * unless one new message alone is that large, or the last compaction could not reach the
- * target (the pinned messages and the newest turn leave less room than that: then the bound
- * forces the next one, which is counted apart). */
+ * target (the pinned messages and the newest turn leave less room than that): then only an
+ * emergency, where the bound forces it, may fold again, and it is counted apart. */
 static void replay_rhythm(void *ctx, const char *name, const char *text, size_t len) {
     rhythm *r = ctx;
     ck_error err;
@@ -497,6 +544,8 @@ static void replay_rhythm(void *ctx, const char *name, const char *text, size_t 
             if (folded) {
                 uint64_t need = (uint64_t)(0.1 * (double)window);
                 if (have_last && size - last_size < need && newest < need && !last_reached) {
+                    /* Only emergency may fold before that growth (ck__compaction_rests). */
+                    INT_EQ(ck_compaction_tier(c), CK_TIER_EMERGENCY);
                     r->forced++;
                 } else if (have_last && size - last_size < need && newest < need) {
                     r->thrash++;
@@ -1110,7 +1159,7 @@ static void teardown(void) { h_remove_tree(store_dir); }
 
 HARNESS_MAIN(setup(); RUN(huge_newest_output_fits) RUN(emergency_keeps_placeholdered_turns)
                  RUN(long_newest_message_is_excerpted) RUN(excerpt_keeps_the_rules_it_leaves_out)
-                 RUN(warn_offloads_are_batched)
+                 RUN(warn_offloads_are_batched) RUN(a_fold_short_of_the_target_waits_for_growth)
                  RUN(overflow_only_for_pinned)
                      RUN(random_sessions_stay_bounded) RUN(corpus_replays_never_thrash)
                          RUN(canaries_survive_a_forgetful_summarizer)

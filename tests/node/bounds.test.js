@@ -41,7 +41,7 @@ function restTokens(messages) {
   return ctxkeel.estimateTokens(messages) - Math.max(0, ...sizes);
 }
 
-// CK_EOVERFLOWs whose err.where states a need that fits the window (checked by a todo test).
+// CK_EOVERFLOWs whose err.where states a need that fits the window (asserted empty below).
 const unexplained = [];
 
 /**
@@ -302,8 +302,7 @@ describe('no rapid re-compaction over the corpus', () => {
 
   /** The folds that came before the history grew by `gap` since the one before, with no new
    * message alone that large (issue 12 item 3). A fold after one that ended over the soft
-   * limit, saying so, is not counted: that one could not meet the bound (the todo test 'ends
-   * a compaction under the soft limit...' below is about such a case). */
+   * limit, saying so, is not counted: that one could not meet the bound. */
   function rapid(transcript, { folds, gap }) {
     const out = [];
     for (let k = 1; k < folds.length; k++) {
@@ -321,18 +320,9 @@ describe('no rapid re-compaction over the corpus', () => {
   // Issue 12 item 3: a compaction that follows the previous one before the history has grown
   // by (soft - target) / 2 x window tokens is a defect, unless one new message alone is that
   // large. A compaction here is a fold (a new checkpoint); offloads at warn cost no summary.
-  // Where the pinned messages (system prompt and task) alone are above the target, no
-  // compaction can reach it; those windows are the todo test below.
+  // Where the pinned messages (system prompt and task) alone are above half the window, the
+  // windows are the test after these.
   const FRACTIONS = [0.15, 0.25, 0.35, 0.6];
-  // Core: an emergency compaction brings the newest turn's output down only to the soft
-  // limit, not to the target, so the next turn compacts again: sweagent-marshmallow-1867-fc at
-  // 35% (window 2908): the fold at message 22 ends at 0.697 (its newest output, 1154 tokens,
-  // a placeholder with a large preview), and message 24 folds again 152 tokens later
-  // (csrc/src/compaction.c: compaction_shrink() of the newest turn aims at lim->soft).
-  const KNOWN = {
-    'sweagent-marshmallow-1867-fc.json@0.35': 'core: the newest turn is shrunk to the soft ' +
-      'limit only, and the next turn compacts again',
-  };
   const crowded = [];
   for (const [name, transcript] of corpus) {
     const total = ctxkeel.estimateTokens(transcript);
@@ -343,9 +333,8 @@ describe('no rapid re-compaction over the corpus', () => {
         crowded.push([name, transcript, fraction, window]);
         continue;
       }
-      const todo = KNOWN[`${name}@${fraction}`];
       it(`replays ${name} at ${fraction * 100}% of its tokens without rapid re-compaction`,
-        todo ? { todo } : {}, async () => {
+        async () => {
           const r = await rhythm(transcript, window);
           assert.equal(r.overflow, false);
           assert.deepEqual(rapid(transcript, r), [], `${name} at ${fraction}`);
@@ -375,15 +364,11 @@ describe('no rapid re-compaction over the corpus', () => {
       assert.ok(result.ratioAfter <= 0.7, `${result.ratioAfter}: ${result.record.error}`);
     });
 
-  // Core: with the pinned messages above the target (58-100% of these windows), every
-  // compaction ends within (soft - target) / 2 of the soft limit, so the next turn compacts
-  // again: openhands-ponyc-4588 at 15% folds at 39 of 49 calls (summaries 38), 4593 at 25% at
-  // 20 of 33, sweagent-ctf-web-i-got-id at 25% at 19 of 21 (csrc/src/compaction.c: the cut is
-  // chosen for the target, which the pinned messages alone exceed; nothing keeps the next
-  // compaction away).
+  // With the pinned messages above the target (58-100% of these windows), no compaction can
+  // reach it; the next fold then waits until the history has grown by the gap (it once folded
+  // at nearly every call: openhands-ponyc-4588 at 15%, 39 folds in 49 calls).
   it('replays the windows where the pinned messages exceed the target without rapid ' +
-    're-compaction', { todo: 'core: compacts at nearly every call when the pinned messages ' +
-    'exceed the target' }, async () => {
+    're-compaction', async () => {
     const found = [];
     for (const [name, transcript, fraction, window] of crowded) {
       const r = await rhythm(transcript, window);
