@@ -159,8 +159,9 @@ class Compactor:
     compaction (or read, or search). A plain method is called in the caller's thread and
     cannot be interrupted.
 
-    One compaction at a time: a second call while one runs (from another thread, or another
-    task while ``acompact`` awaits its summarizer) raises ``Error`` with code "CK_EBUSY".
+    One compaction at a time: a second call while one runs (``compact`` from another thread,
+    or while an ``acompact`` is under way) raises ``Error`` with code "CK_EBUSY"; concurrent
+    ``acompact`` calls wait their turn instead.
     ``offload``, ``read_evidence`` and ``search_evidence`` may run meanwhile, though not while
     a step of the compaction waits for the backend or the counter (CK_EBUSY then too).
     """
@@ -191,6 +192,7 @@ class Compactor:
         self._fallbacks_logged = set()
         # With host code in the core's calls, acompact runs those calls in a worker thread.
         self._host = backend is not None or callable(estimator)
+        self._turns = weakref.WeakKeyDictionary()
 
     def __repr__(self):
         return "Compactor(%d, session_id=%r)" % (self.options["context_window"], self.session_id)
@@ -231,26 +233,41 @@ class Compactor:
         written. Cancelling the task cancels the summarizer's coroutine (or aborts an
         ``HttpSummarizer``'s transfer) and propagates; the Compactor stays usable.
 
-        With a backend or a host counter, the core's steps (begin, the summary request,
-        finish) run in a worker thread of the loop's default executor, and a backend's
-        coroutines run on this loop, so the loop keeps serving other tasks while they wait."""
+        The core's steps (begin, which reads ``messages``, and finish, which writes the
+        store and the record) run in a worker thread of the loop's default executor, without
+        the GIL when no host code (a backend, a counter) runs in them; a backend's coroutines
+        run on this loop. So the loop keeps serving other tasks while a compaction works.
+        Concurrent ``acompact`` calls on one Compactor (from tasks of one loop) wait their
+        turn, in order, rather than raising CK_EBUSY."""
         _check_summarize(summarize)
-        job = await self._off_loop(self._begin, messages, tools, summarize, abandon=_close)
-        try:
-            if job.needs_summary:
-                _check_signature(summarize)
-                request = await self._off_loop(self._request, job)
-                if isinstance(summarize, HttpSummarizer):
-                    reply, failure = await _call_http_async(summarize, request, self._timeout)
-                else:
-                    reply, failure = await _call_async(summarize, request, self._timeout)
-                _answer(job, reply, failure)
-            out = await self._off_loop(job.finish)
-        finally:
-            # A finish still running in the worker (the task was cancelled) closes the job
-            # itself when it returns; the binding defers this close until then.
-            job.close()
+        async with self._turn():
+            job = await self._off_loop(self._begin, messages, tools, summarize,
+                                       abandon=_close, thread=True)
+            try:
+                if job.needs_summary:
+                    _check_signature(summarize)
+                    request = await self._off_loop(self._request, job)
+                    if isinstance(summarize, HttpSummarizer):
+                        reply, failure = await _call_http_async(summarize, request,
+                                                                self._timeout)
+                    else:
+                        reply, failure = await _call_async(summarize, request, self._timeout)
+                    _answer(job, reply, failure)
+                out = await self._off_loop(job.finish, thread=True)
+            finally:
+                # A finish still running in the worker (the task was cancelled) closes the
+                # job itself when it returns; the binding defers this close until then.
+                job.close()
         return self._result(out)
+
+    def _turn(self):
+        """The lock that orders this Compactor's ``acompact`` calls on the running loop
+        (an asyncio.Lock belongs to one loop; a Compactor may serve several in turn)."""
+        loop = asyncio.get_running_loop()
+        lock = self._turns.get(loop)
+        if lock is None:
+            lock = self._turns[loop] = asyncio.Lock()
+        return lock
 
     async def _off_loop(self, fn, *args, abandon=None, thread=False):
         """``fn(*args)``, a step that calls into the core: here when no host code runs in

@@ -406,6 +406,25 @@ static PyObject *repairs_list(const ck_module_state *st, const ck_compaction *c)
     return list;
 }
 
+/* True when no Python code can run inside this compactor's core calls (no host counter, no
+ * backend): they then run without the GIL. What they read is safe without it: the history's
+ * strings are the UTF-8 buffers of strs its pins hold, and `calling`, claimed by enter(),
+ * keeps every other core call off this compactor (a close() asked for meanwhile waits for
+ * job_settle()). */
+static int no_host_code(const ck_py_compactor *self) {
+    return !self->host.counter && !self->host.put;
+}
+
+/* ck_compactor_finish(), without the GIL when no host code can run in it. */
+static int finish_in_core(ck_py_compactor *self, ck_compaction *c, ck_error *err) {
+    if (!no_host_code(self)) return ck_compactor_finish(self->ck, c, err);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ck_compactor_finish(self->ck, c, err);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
 static PyObject *job_finish(PyObject *op, PyObject *unused) {
     (void)unused;
     ck_py_compaction *job = (ck_py_compaction *)op;
@@ -418,7 +437,7 @@ static PyObject *job_finish(PyObject *op, PyObject *unused) {
     if (!job->done_in_core) {
         ck_error err;
         if (job_enter(job) < 0) return NULL;
-        int rc = ck_compactor_finish(job->owner->ck, c, &err);
+        int rc = finish_in_core(job->owner, c, &err);
         /* A counter that failed while the compaction was finished is raised although the
          * compaction is done (and recorded): the caller asked for that error. */
         if (job_leave(job) < 0) goto done;
@@ -945,15 +964,27 @@ static int begin_in_core(ck_py_compactor *self, ck_py_compaction *job, uint64_t 
     if (extractive && !self->host.counter) {
         /* One core call, so that the record shows the built-in summarizer as the default
          * rather than as a fallback. */
-        rc = ck_compactor_compact(self->ck, h, tool_tokens, NULL, NULL, &job->c, err);
+        if (no_host_code(self)) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = ck_compactor_compact(self->ck, h, tool_tokens, NULL, NULL, &job->c, err);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = ck_compactor_compact(self->ck, h, tool_tokens, NULL, NULL, &job->c, err);
+        }
         job->done_in_core = rc == CK_OK;
     } else {
-        rc = ck_compactor_begin(self->ck, h, tool_tokens, &job->c, err);
+        if (no_host_code(self)) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = ck_compactor_begin(self->ck, h, tool_tokens, &job->c, err);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = ck_compactor_begin(self->ck, h, tool_tokens, &job->c, err);
+        }
         /* With a host counter, begin runs alone first: a counter that fails there must leave
          * the session as it was, and ck_compactor_compact() would finish regardless. */
         if (rc == CK_OK && extractive && !self->host.raise_after) {
             ck_compaction_use_extractive(job->c);
-            rc = ck_compactor_finish(self->ck, job->c, err);
+            rc = finish_in_core(self, job->c, err);
             job->done_in_core = rc == CK_OK;
         }
     }
