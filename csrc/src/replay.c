@@ -203,7 +203,8 @@ static char *replay_action(const ck_replay_row *row) {
                        row->offloaded == 1 ? "" : "s");
         sep = ", ";
     }
-    if (!row->summarized && !row->offloaded) ck__buf_printf(&b, "%sview rebuilt", sep);
+    if (!row->summarized && !row->offloaded)
+        ck__buf_printf(&b, "%snothing folded or offloaded (the record says why)", sep);
     return ck__buf_take(&b, NULL);
 }
 
