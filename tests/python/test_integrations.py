@@ -380,3 +380,12 @@ def test_modules_import_without_frameworks(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_stubs_match_the_modules(tmp_path):
+    """The .pyi files of ctxkeel.integrations say what the modules define (stubtest; skipped
+    where mypy is not installed)."""
+    pytest.importorskip("mypy.stubtest")
+    done = subprocess.run([sys.executable, "-m", "mypy.stubtest", "ctxkeel.integrations"],
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr

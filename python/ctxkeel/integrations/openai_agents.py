@@ -17,9 +17,20 @@ the schemas sent, to count them).
 This module imports without the SDK; the filter needs ``pip install openai-agents``.
 """
 
+from typing import Any, Awaitable, Optional, Protocol
+
 from ._common import Options, check_compactor, require
 
 __all__ = ["call_model_input_filter"]
+
+
+class InputFilter(Protocol):
+    """A RunConfig(call_model_input_filter=...): a coroutine function the SDK awaits, with
+    the CompactionResult of its latest call."""
+
+    last_result: Optional[Any]
+
+    def __call__(self, data: Any, /) -> Awaitable[Any]: ...
 
 
 def _item(item):
