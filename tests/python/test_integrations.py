@@ -16,11 +16,13 @@ import json
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
 import ctxkeel
 from compaction_support import checkpoint_reply, fresh_dir
+from test_http import KEY_ENV, NEXT_STEPS, provider  # noqa: F401 (provider: a fixture)
 
 pytest.importorskip("langchain")
 pytest.importorskip("langgraph")
@@ -230,26 +232,27 @@ class RecordingFake(ToolCallingFake):
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_react_agent_pre_model_hook(tmp_path, asynchronous):
-    import warnings
-
+def run_react_agent(tmp_path, asynchronous, summarize):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in LangGraph 1
         from langgraph.prebuilt import create_react_agent
 
-    records, summaries = [], Summaries()
-    compactor = compactor_for(tmp_path, records)
-    model = RecordingFake(responses=scripted_replies("lg"), received=[])
-    summarize = summaries.asummarize if asynchronous else summaries
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        records = []
+        compactor = compactor_for(tmp_path, records)
+        model = RecordingFake(responses=scripted_replies("lg"), received=[])
         agent = create_react_agent(model, [tool(read_log)], prompt=SYSTEM,
                                    pre_model_hook=pre_model_hook(compactor, summarize=summarize))
     task = {"messages": [HumanMessage(TASK)]}
     config = {"recursion_limit": 4 * CALLS}
     state = asyncio.run(agent.ainvoke(task, config)) if asynchronous else agent.invoke(task, config)
+    return state, records, model
 
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_react_agent_pre_model_hook(tmp_path, asynchronous):
+    summaries = Summaries()
+    state, records, model = run_react_agent(
+        tmp_path, asynchronous, summaries.asummarize if asynchronous else summaries)
     assert len(model.received) == CALLS
     sizes = []
     for given in model.received:
@@ -308,13 +311,11 @@ def agents_model(received):
     return Scripted()
 
 
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["run_sync", "run"])
-def test_agents_sdk_input_filter(tmp_path, asynchronous):
+def run_agents_sdk(tmp_path, asynchronous, summarize):
     from agents import Agent, RunConfig, Runner, function_tool
 
-    records, summaries, received = [], Summaries(), []
+    records, received = [], []
     compactor = compactor_for(tmp_path, records)
-    summarize = summaries.asummarize if asynchronous else summaries
     filt = call_model_input_filter(compactor, summarize=summarize)
     agent = Agent(name="reader", instructions=SYSTEM, tools=[function_tool(read_log)],
                   model=agents_model(received))
@@ -324,7 +325,14 @@ def test_agents_sdk_input_filter(tmp_path, asynchronous):
     else:
         result = Runner.run_sync(agent, TASK, run_config=run_config, max_turns=CALLS + 5)
     assert result.final_output == "Step 7 reports the mismatch."
+    return result, records, received, filt
 
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["run_sync", "run"])
+def test_agents_sdk_input_filter(tmp_path, asynchronous):
+    summaries = Summaries()
+    result, records, received, filt = run_agents_sdk(
+        tmp_path, asynchronous, summaries.asummarize if asynchronous else summaries)
     assert len(received) == CALLS
     for instructions, items in received:
         assert instructions == SYSTEM
@@ -342,6 +350,28 @@ def test_agents_sdk_input_filter(tmp_path, asynchronous):
     assert outputs == [log_text(s) for s in range(1, CALLS)]
     check_records(records, summaries)
     assert filt.last_result is not None
+
+
+# ---- the built-in HTTP summarizer through the adapters ----------------------------------------
+
+
+@pytest.mark.parametrize("loop", ["langgraph-sync", "agents-sdk-async"])
+def test_http_summarizer_through_the_adapters(tmp_path, provider, monkeypatch, loop):
+    """An HttpSummarizer as summarize= (compact()'s transfer thread in the LangGraph hook's
+    sync body, acompact()'s in the Agents SDK's filter): the provider is asked, and its reply
+    is the checkpoint."""
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    provider.reset()
+    summarizer = ctxkeel.HttpSummarizer(provider.openai_url, "gpt-test", api_key_env=KEY_ENV)
+    if loop == "langgraph-sync":
+        records = run_react_agent(tmp_path, False, summarizer)[1]
+    else:
+        records = run_agents_sdk(tmp_path, True, summarizer)[1]
+    summarized = [r for r in records if r["summarized"]]
+    assert summarized and len(provider.seen()) >= len(
+        [r for r in summarized if r["tier"] in ("soft", "full")]) > 0
+    assert all(not r["fallback"] for r in summarized), [r["fallback"] for r in summarized]
+    assert any(r["anchors"]["next_steps"] == NEXT_STEPS for r in summarized)
 
 
 # ---- without the frameworks ------------------------------------------------------------------
