@@ -80,10 +80,12 @@ class Summaries:
 
     def __init__(self):
         self.calls = 0
+        self.spans = []  # the messages of each request
 
     def __call__(self, request):
         self.calls += 1
         assert request["prompt"] and request["messages"]
+        self.spans.append(request["messages"])
         return checkpoint_reply(request)
 
     async def asummarize(self, request):
@@ -188,6 +190,9 @@ def test_create_agent_middleware(tmp_path, asynchronous):
     outputs = [m for m in messages if isinstance(m, ToolMessage)]
     assert [m.content for m in outputs] == [log_text(s) for s in range(1, CALLS)]
     check_records(records, summaries)
+    # The summarizer is shown the span as the request's own message objects.
+    state_ids = {id(m) for m in messages} | {id(r.system_message) for r, _ in seen.requests}
+    assert all(id(m) in state_ids for span in summaries.spans for m in span)
     assert middleware.last_result.record is not None or middleware.last_result.tier == "none"
 
 
@@ -217,6 +222,16 @@ def test_middleware_options_are_checked(tmp_path):
         CompactionMiddleware(object())
     with pytest.raises(TypeError, match="one argument"):
         CompactionMiddleware(compactor, summarize=lambda a, b: "")
+    with pytest.raises(TypeError, match="summarize must be"):
+        pre_model_hook(compactor, summarize="a model name")
+    with pytest.raises(ValueError, match="format='openai'"):
+        pre_model_hook(ctxkeel.Compactor(WINDOW, store_dir=fresh_dir(tmp_path),
+                                         format="openai"))
+    with pytest.raises(ValueError, match="responses"):
+        call_model_input_filter(ctxkeel.Compactor(WINDOW, store_dir=fresh_dir(tmp_path),
+                                                  format="langchain"))
+    call_model_input_filter(ctxkeel.Compactor(WINDOW, store_dir=fresh_dir(tmp_path),
+                                              format="responses"))
 
 
 # ---- LangGraph create_react_agent ------------------------------------------------------------

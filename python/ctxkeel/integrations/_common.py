@@ -22,10 +22,15 @@ def require(module, package):
                           % (module, package)) from exc
 
 
-def check_compactor(compactor, adapter):
+def check_compactor(compactor, adapter, dialect):
+    """A Compactor that reads what the adapter hands it: format "auto" or ``dialect``."""
     if not isinstance(compactor, Compactor):
         raise TypeError("ctxkeel: %s takes a ctxkeel.Compactor, not %s"
                         % (adapter, type(compactor).__name__))
+    fmt = compactor.options.get("format", "auto")
+    if fmt not in ("auto", dialect):
+        raise ValueError("ctxkeel: %s hands the compactor %s messages, but it was made with "
+                         "format=%r (use \"auto\" or %r)" % (adapter, dialect, fmt, dialect))
 
 
 class Options:

@@ -53,7 +53,7 @@ def _build():
 
         def __init__(self, compactor, **options):
             super().__init__()
-            check_compactor(compactor, "CompactionMiddleware")
+            check_compactor(compactor, "CompactionMiddleware", "langchain")
             self.compactor = compactor
             self.last_result = None
             self._options = Options("CompactionMiddleware", options)

@@ -34,7 +34,7 @@ def _messages(state):
 def pre_model_hook(compactor, **options):
     """A Runnable for ``create_react_agent(..., pre_model_hook=...)`` that compacts the
     model's input with ``compactor`` (one per conversation)."""
-    check_compactor(compactor, "pre_model_hook")
+    check_compactor(compactor, "pre_model_hook", "langchain")
     runnables = require("langchain_core.runnables", "langgraph")
     per_call = Options("pre_model_hook", options)
 

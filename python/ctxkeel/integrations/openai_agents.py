@@ -48,7 +48,7 @@ def _item(item):
 def call_model_input_filter(compactor, **options):
     """A ``RunConfig(call_model_input_filter=...)`` that compacts every model input with
     ``compactor`` (one per conversation)."""
-    check_compactor(compactor, "call_model_input_filter")
+    check_compactor(compactor, "call_model_input_filter", "responses")
     sdk = require("agents.run_config", "openai-agents")
     per_call = Options("call_model_input_filter", options)
 
