@@ -196,22 +196,45 @@ def test_create_agent_middleware(tmp_path, asynchronous):
     assert middleware.last_result.record is not None or middleware.last_result.tier == "none"
 
 
-def test_create_agent_chat_model_summarizer(tmp_path):
-    """A LangChain chat model as summarize=: the adapter asks it for the checkpoint, and its
-    reply is the checkpoint the model is shown."""
-    records = []
+class ChatSummarizer(FakeListChatModel):
+    """LangChain's fake chat model as a summarizer, counting how it was called."""
+
+    used: list = []
+
+    def invoke(self, input, *args, **kwargs):
+        self.used.append("invoke")
+        return super().invoke(input, *args, **kwargs)
+
+    async def ainvoke(self, input, *args, **kwargs):
+        self.used.append("ainvoke")
+        return await super().ainvoke(input, *args, **kwargs)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_create_agent_chat_model_summarizer(tmp_path, asynchronous):
+    """A LangChain chat model as summarize=: the adapter asks it for the checkpoint (invoke
+    in a sync loop, ainvoke in an async one), and its reply is the checkpoint the model is
+    shown."""
+    records, seen = [], Seen()
     compactor = compactor_for(tmp_path, records)
     reply = checkpoint_reply({"messages": [1], "tier": "full"}).replace(
         "Keep the public API unchanged.", "Written by the chat model.")
-    summarizer = FakeListChatModel(responses=[reply])
+    summarizer = ChatSummarizer(responses=[reply], used=[])
     agent = create_agent(ToolCallingFake(responses=scripted_replies("cm")), [tool(read_log)],
-                         middleware=[CompactionMiddleware(compactor, summarize=summarizer)])
-    agent.invoke({"messages": [HumanMessage(TASK)]}, {"recursion_limit": 4 * CALLS})
+                         middleware=[CompactionMiddleware(compactor, summarize=summarizer),
+                                     seen])
+    task = {"messages": [HumanMessage(TASK)]}
+    config = {"recursion_limit": 4 * CALLS}
+    asyncio.run(agent.ainvoke(task, config)) if asynchronous else agent.invoke(task, config)
     summarized = [r for r in records if r["tier"] in ("soft", "full") and r["summarized"]]
     assert summarized
     assert all(not r["fallback"] for r in summarized), summarized
     assert all(r["anchors"]["key_decisions"] == "Written by the chat model."
                for r in summarized)
+    assert set(summarizer.used) == {"ainvoke" if asynchronous else "invoke"}
+    shown = [m for request, _ in seen.requests for m in request.messages
+             if isinstance(m, HumanMessage) and "Written by the chat model." in m.content]
+    assert shown
 
 
 def test_middleware_options_are_checked(tmp_path):
