@@ -390,6 +390,38 @@ def test_agents_sdk_input_filter(tmp_path, asynchronous):
     assert filt.last_result is not None
 
 
+def test_agents_sdk_filter_on_its_own(tmp_path):
+    """The filter called as the SDK calls it, on a history with a pydantic item (as a host may
+    put in the input): unchanged items come back as the same objects, the pydantic one too,
+    compacted ones as new dicts; the instructions are kept."""
+    from agents.run_config import CallModelData, ModelInputData
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    answer = ResponseOutputMessage(id="msg_1", type="message", role="assistant",
+                                   status="completed", content=[ResponseOutputText(
+                                       type="output_text", annotations=[], text="Reading.")])
+    items = [{"role": "user", "content": TASK}, answer]
+    for step in range(1, 9):
+        items.append({"type": "function_call", "call_id": "c%d" % step, "name": "read_log",
+                      "arguments": json.dumps({"step": step})})
+        items.append({"type": "function_call_output", "call_id": "c%d" % step,
+                      "output": log_text(step)})
+    compactor = ctxkeel.Compactor(WINDOW, store_dir=fresh_dir(tmp_path))
+    filt = call_model_input_filter(compactor)
+    data = CallModelData(model_data=ModelInputData(input=list(items), instructions=SYSTEM),
+                         agent=None, context=None)
+    out = asyncio.run(filt(data))
+    assert isinstance(out, ModelInputData) and out.instructions == SYSTEM
+    assert filt.last_result.tier != "none"
+    assert out.input[0] is items[0] and out.input[1] is answer
+    assert [i.get("call_id") for i in out.input[2:]] == [i["call_id"] for i in items[2:]]
+    assert any(a is not b for a, b in zip(out.input, items))  # outputs became placeholders
+    assert all(a is b or a != b for a, b in zip(out.input, items))
+    check_view([{"type": "message", "role": "system", "content": SYSTEM}] + [
+        i if isinstance(i, dict) else i.model_dump(exclude_unset=True) for i in out.input],
+        "responses")
+
+
 # ---- the built-in HTTP summarizer through the adapters ----------------------------------------
 
 

@@ -56,6 +56,8 @@ def call_model_input_filter(compactor, **options):
         model_data = data.model_data
         instructions = model_data.instructions
         items = [_item(item) for item in model_data.input]
+        # A pydantic item left unchanged goes back as the SDK's own object.
+        dumped = {id(d): item for d, item in zip(items, model_data.input) if d is not item}
         system = None
         if isinstance(instructions, str) and instructions:
             system = {"type": "message", "role": "system", "content": instructions}
@@ -69,7 +71,8 @@ def call_model_input_filter(compactor, **options):
             if view[0] is not system and isinstance(view[0].get("content"), str):
                 instructions = view[0]["content"]
             view = view[1:]
-        return sdk.ModelInputData(input=list(view), instructions=instructions)
+        return sdk.ModelInputData(input=[dumped.get(id(d), d) for d in view],
+                                  instructions=instructions)
 
     compact_model_input.last_result = None
     return compact_model_input
