@@ -72,11 +72,15 @@ compile-check: | deps
 	c++ -std=c++11 -Wall -Wextra -Werror -Icsrc/include -c tests/c/header_cpp.cpp -o $(BUILD)/check/header_cpp.o
 
 # The venv is refreshed whenever this file (and so its list of tools) changes. nbclient and
-# ipykernel run examples/replay.ipynb in the Python suite (tests/python/test_notebook.py).
+# ipykernel run examples/replay.ipynb in the Python suite (tests/python/test_notebook.py);
+# langchain, langgraph and openai-agents run the agent loops of ctxkeel.integrations
+# (tests/python/test_integrations.py), pinned to the majors the adapters are written for
+# (openai-agents is 0.x, whose minors break: pinned to its minor).
 $(VENV)/.deps: Makefile
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest hypothesis nbclient \
-	  nbformat ipykernel tiktoken
+	  nbformat ipykernel tiktoken "langchain>=1,<2" "langchain-core>=1,<2" "langgraph>=1,<2" \
+	  "openai-agents>=0.24,<0.25"
 	@touch $@
 
 venv: $(VENV)/.deps
