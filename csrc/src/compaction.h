@@ -111,8 +111,13 @@ struct ck_compaction {
     size_t record_len;
     size_t summarized; /* messages folded into the checkpoint */
     int reset;         /* the state was started afresh for this history */
+    int force_snapshot; /* the record carries the whole state (it follows another writer's) */
     struct timespec started;
 };
+
+/* Reloads the session state from the newest audit records (compactor.c): what a fresh
+ * compactor on the same session would resume. CK_OK or CK_ENOMEM. */
+int ck__compactor_resume(ck_compactor *self);
 
 /* Fills `o` from `in`: defaults for zero fields, every value checked (err->where names the
  * option). Returns CK_OK or CK_EINVAL (options.c). */

@@ -89,7 +89,7 @@ static void compactor_resume_note(ck_compactor *self, const char *why, size_t li
 /* Resumes the state from the audit log: the last snapshot record and the deltas after it, each
  * checked against the store's key. A record that fails its check, or does not parse, leaves a
  * fresh state and a note for the next record: a rewritten log must not steer the session. */
-static int compactor_resume(ck_compactor *self) {
+static int compactor_resume_log(ck_compactor *self) {
     char *text = NULL;
     size_t len = 0;
     ck_error err;
@@ -147,6 +147,15 @@ static int compactor_resume(ck_compactor *self) {
     return CK_OK;
 }
 
+int ck__compactor_resume(ck_compactor *self) {
+    int rc = compactor_resume_log(self);
+    /* Records in the backend are numbered by their keys: the next one goes after the newest
+     * listed, whatever the record ids say. */
+    uint64_t seen = ck__store_records_seen(self->store);
+    if (!rc && seen > self->st.records) self->st.records = seen;
+    return rc;
+}
+
 ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) {
     ck__error_clear(err);
     if (!opts) {
@@ -183,7 +192,7 @@ ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) 
     ck__tokcache_init(&self->tokcache, &self->opt.counter, self->opt.estimator);
     if (!self->session_id || !self->store_dir || compactor_copy_retention(self, opts) ||
         !(self->store = ck__store_new(self->store_dir, self->session_id, self->opt.backend)) ||
-        ck__state_init(&self->st) || (resume && compactor_resume(self))) {
+        ck__state_init(&self->st) || (resume && ck__compactor_resume(self))) {
         ck_compactor_free(self);
         ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
         return NULL;
