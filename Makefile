@@ -47,8 +47,10 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/harness.h $(BUILD)/libctxkeel.a
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $@
 
-# test_s3 also includes the SeaweedFS helper it shares with tools/s3_latency.c.
-$(BUILD)/tests/test_s3: tests/c/s3_server.h
+# test_s3 also includes the SeaweedFS helper it shares with tools/s3_latency.c, and with
+# test_records the session checks of records.h.
+$(BUILD)/tests/test_s3: tests/c/s3_server.h tests/c/records.h
+$(BUILD)/tests/test_records: tests/c/records.h
 
 # What the C tests are told: where the transcripts are, the CLI, and the demo's transcript and
 # window (test_cli checks that the demo's replay goes through every tier).
