@@ -399,6 +399,12 @@ typedef struct ck_compactor_options {
     uint64_t keep_tail_tokens; /* the verbatim tail's token budget; 0 means window / 4 */
     double backend_timeout; /* seconds one backend put or get may take; 0 means
                                CK_BACKEND_TIMEOUT_DEFAULT; see ck_backend_timeout() */
+    const char *store; /* NULL or "": files under store_dir (or `backend`); else the URL of the
+                          built-in S3 backend, "s3://BUCKET/PREFIX?region=..." (see
+                          ck_s3_backend_new()), which the compactor makes, owns and frees, and
+                          through which evidence, audit records and the resumed state go;
+                          excludes `backend`. ck_compactor_get_options() gives it normalized,
+                          without credentials (ck_s3_backend_url()) */
 } ck_compactor_options;
 
 /* The default and the largest time limit of one evidence-backend call, in seconds. */
@@ -900,7 +906,12 @@ CK_API int ck_format_from_name(const char *name, size_t len, ck_format *out);
  * backend that has put_new and list, whose records are in the backend; see
  * ck_evidence_backend), the state of the last compaction (checkpoint, covered messages,
  * offloaded outputs) is resumed from it.
- * Errors: CK_EINVAL (err->where names the option: "context_window", "warn"...), CK_ENOMEM.
+ * Errors: CK_EINVAL (err->where names the option: "context_window", "warn"...; for `store`,
+ * "store" when a backend is given too, else the part of the URL or the variable
+ * ck_s3_backend_new() names, with "url" spelled "store": "store.bucket", "AWS_ACCESS_KEY_ID"),
+ * CK_EIO (libcurl could not start), CK_ENOMEM. No request is made here when the session is new
+ * (session_id NULL); resuming one lists its records, and a store that cannot be read then
+ * starts the session afresh, the next record saying why.
  * Returns NULL on error. Caller owns the result; release it with ck_compactor_free().
  */
 CK_API ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err);

@@ -25,6 +25,7 @@ struct ck_compactor {
     ck_retention *retention; /* copies, tool patterns owned */
     size_t n_retention;
     ck_evidence_backend backend;
+    ck_s3_backend *s3;  /* made from opt.store, owned; NULL without one */
     ck__strs tool_refs; /* with a backend: refs stored by ck_compactor_offload() */
     ck__tokcache tokcache;
     ck__state st;

@@ -156,6 +156,26 @@ int ck__compactor_resume(ck_compactor *self) {
     return rc;
 }
 
+/* The built-in S3 backend named by the `store` option, made and owned by the compactor. Its
+ * errors name the URL's parts as parts of "store". */
+static int compactor_open_store(ck_compactor *self, const char *url, ck_error *err) {
+    if (self->opt.backend)
+        return ck__fail(err, CK_EINVAL, "store and backend exclude each other", CK_NONE, "store");
+    self->s3 = ck_s3_backend_new(url, strlen(url), err);
+    if (!self->s3) {
+        if (err && strncmp(err->where, "url", 3) == 0) {
+            char where[sizeof err->where];
+            snprintf(where, sizeof where, "store%s", err->where + 3);
+            memcpy(err->where, where, sizeof where);
+        }
+        return err ? err->code : CK_EINVAL;
+    }
+    self->backend = *ck_s3_backend_evidence(self->s3);
+    self->opt.backend = &self->backend;
+    self->opt.store = ck_s3_backend_url(self->s3);
+    return CK_OK;
+}
+
 ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) {
     ck__error_clear(err);
     if (!opts) {
@@ -190,6 +210,11 @@ ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) 
         self->opt.backend = &self->backend;
     }
     ck__tokcache_init(&self->tokcache, &self->opt.counter, self->opt.estimator);
+    self->opt.store = NULL;
+    if (opts->store && opts->store[0] && compactor_open_store(self, opts->store, err)) {
+        ck_compactor_free(self);
+        return NULL;
+    }
     if (!self->session_id || !self->store_dir || compactor_copy_retention(self, opts) ||
         !(self->store = ck__store_new(self->store_dir, self->session_id, self->opt.backend)) ||
         ck__state_init(&self->st) || (resume && ck__compactor_resume(self))) {
@@ -204,6 +229,7 @@ void ck_compactor_free(ck_compactor *self) {
     if (!self) return;
     ck__state_dispose(&self->st);
     ck__store_free(self->store);
+    ck_s3_backend_free(self->s3);
     for (size_t k = 0; k < self->n_retention; k++) ck__free((char *)self->retention[k].tool);
     ck__strs_dispose(&self->tool_refs);
     ck__tokcache_dispose(&self->tokcache);

@@ -89,6 +89,29 @@ static char *rec_compact(ck_compactor *k, const char *json, rec_summarizer *s, c
     return out;
 }
 
+/* A session compacted twice on one compactor made from `o` (one summary call), then once on a
+ * fresh one: no summary call there, and the view the first gave the second time. */
+static void rec_check_resume(const ck_compactor_options *o, const char *json) {
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(o, &err);
+    OK(k != NULL);
+    if (!k) return;
+    rec_summarizer s = {0};
+    char *v1 = rec_compact(k, json, &s, NULL, NULL);
+    char *v2 = rec_compact(k, json, &s, NULL, NULL);
+    INT_EQ(s.calls, 1);
+    ck_compactor_free(k);
+    k = ck_compactor_new(o, &err);
+    rec_summarizer s2 = {0};
+    char *v3 = rec_compact(k, json, &s2, NULL, NULL);
+    INT_EQ(s2.calls, 0);
+    OK(v1 && v2 && v3 && strcmp(v2, v3) == 0);
+    ck_compactor_free(k);
+    ck_free(v1);
+    ck_free(v2);
+    ck_free(v3);
+}
+
 typedef struct rec_listing {
     char *keys[512];
     int n;

@@ -1362,6 +1362,80 @@ TEST(test_session_survives_a_dead_server) {
     ck_s3_backend_free(b);
 }
 
+/* The `store` option: the compactor makes the S3 backend from a URL, owns it, and reports the
+ * URL without credentials; a bad URL or a backend given too is named. */
+TEST(test_store_option_offline) {
+    set_credentials(SECRET, NULL);
+    ck_compactor_options o = rec_options(NULL, NULL, "/nonexistent");
+    o.store = "s3://Bad_bucket/p?region=us-east-1";
+    ck_error err;
+    OK(ck_compactor_new(&o, &err) == NULL);
+    INT_EQ(err.code, CK_EINVAL);
+    STR_EQ(err.where, "store.bucket");
+    seen(&err);
+    ck_s3_backend *other = backend("s3://bucket?region=us-east-1", &err);
+    o.store = "s3://bucket/p?region=us-east-1";
+    o.backend = ck_s3_backend_evidence(other);
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "store");
+    ck_s3_backend_free(other);
+    o.backend = NULL;
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "AWS_SECRET_ACCESS_KEY");
+    seen(&err);
+    set_credentials(SECRET, NULL);
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    OK(k != NULL);
+    ck_compactor_options got;
+    ck_compactor_get_options(k, &got);
+    STR_EQ(got.store, "s3://bucket/p/?region=us-east-1");
+    OK(got.backend != NULL && got.backend->put_new != NULL);
+    ck_compactor_free(k);
+}
+
+/* A session through `store` alone resumes on a second compactor and through the CLI. */
+TEST(test_store_url_resumes) {
+    set_credentials(SECRET, NULL);
+    char url[512];
+    snprintf(url, sizeof url, "s3://%s/%s?region=us-east-1&endpoint=%s", BUCKET, pfx("url"),
+             srv.endpoint);
+    char *dir = sess_dir();
+    ck_compactor_options o = rec_options(NULL, "by-url", dir);
+    o.store = url;
+    char *j = rec_session(30, 300, 11);
+    rec_check_resume(&o, j);
+    OK(sess_dir_empty(dir));
+    /* The CLI: --store with the URL; two runs in an empty folder, the second resumed. */
+    char *cli = getenv("CK_CLI") ? realpath(getenv("CK_CLI"), NULL) : NULL;
+    if (cli) {
+        char *run = sess_dir(), path[200], cmd[2048];
+        snprintf(path, sizeof path, "%s/h.json", run);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(j, f);
+            fclose(f);
+        }
+        for (int i = 1; i <= 2; i++) {
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && '%s' compact h.json --window 3500 --keep-tail 4 --estimator "
+                     "chars4 --summary-max-tokens 300 --session cli-s3 --store '%s' -o out%d.json"
+                     " 2>err%d.txt",
+                     run, cli, url, i, i);
+            INT_EQ(system(cmd), 0);
+        }
+        snprintf(cmd, sizeof cmd, "cd '%s' && cmp -s out1.json out2.json && test -z \"$(ls -A |"
+                                  " grep -v -e '^h.json$' -e '^out' -e '^err')\" && rm -rf '%s'",
+                 run, run);
+        INT_EQ(system(cmd), 0);
+        ck_s3_backend *b = srv_backend(pfx("url"), "");
+        OK(b && rec_check_records(ck_s3_backend_evidence(b), "compactions/cli-s3/") == 1);
+        ck_s3_backend_free(b);
+        free(cli);
+    }
+    free(j);
+}
+
 /* Run last: no error text any test saw holds a credential. */
 TEST(test_no_credentials_in_errors) {
     OK(seen_text != NULL && seen_len > 0);
@@ -1413,6 +1487,7 @@ int main(void) {
     RUN(test_put_new_after_lost_attempt)
     RUN(test_list_replies)
     RUN(test_one_deadline_per_call)
+    RUN(test_store_option_offline)
     if (srv_setup() == 0) {
         RUN(test_round_trips)
         RUN(test_put_new_conflict)
@@ -1427,6 +1502,7 @@ int main(void) {
         RUN(test_session_moves_to_another_process)
         RUN(test_two_processes_one_session)
         RUN(test_session_survives_a_dead_server)
+        RUN(test_store_url_resumes)
         s3_server_remove(&srv);
     }
     RUN(test_no_credentials_in_errors)
