@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: bench bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
+.PHONY: bench bench-fleet bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -47,8 +47,10 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/harness.h $(BUILD)/libctxkeel.a
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c $< $(BUILD)/libctxkeel.a $(PKG_LIBS) -lm -o $@
 
-# test_s3 also includes the SeaweedFS helper it shares with tools/s3_latency.c.
-$(BUILD)/tests/test_s3: tests/c/s3_server.h
+# test_s3 also includes the SeaweedFS helper it shares with tools/s3_latency.c, and with
+# test_records the session checks of records.h.
+$(BUILD)/tests/test_s3: tests/c/s3_server.h tests/c/records.h
+$(BUILD)/tests/test_records: tests/c/records.h
 
 # What the C tests are told: where the transcripts are, the CLI, and the demo's transcript and
 # window (test_cli checks that the demo's replay goes through every tier).
@@ -111,6 +113,14 @@ test: deps c-test py-test node-test
 # binary is missing, unless CK_REQUIRE_S3=1 (as .ci/run sets).
 s3-server:
 	bash tools/seaweedfs.sh build
+
+# N = 2, 8, 32 worker processes serving sessions round-robin through the S3 backend (SeaweedFS
+# started for the run) and through one shared local folder: a table for BENCHMARKS.md.
+bench-fleet: $(BUILD)/libctxkeel.a s3-server
+	@mkdir -p $(BENCH_DIR)
+	$(CC) $(CFLAGS_CORE) $(OPT) $(PKG_CFLAGS) -Itests/c bench/fleet.c $(BUILD)/libctxkeel.a \
+	  $(PKG_LIBS) -lm -o $(BENCH_DIR)/fleet
+	$(BENCH_DIR)/fleet $(BENCH_DIR)/fleet.md $(BENCH_STORE)-fleet
 
 # Latency of the S3 backend's put / get / list against a SeaweedFS started for the run.
 s3-latency: $(BUILD)/libctxkeel.a s3-server
@@ -290,6 +300,7 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	  echo "bench: a planted canary was lost (see the fidelity table)"
 	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md
 	node bench/tokens.js $(BENCH_DIR)/tokens_speed.json
+	$(MAKE) --no-print-directory bench-fleet
 	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR) --store $(BENCH_STORE) \
 	  --disk-store $(BENCH_DIR)/disk-store --c-flags "$(OPT)"
 	@echo "BENCHMARKS.md written"

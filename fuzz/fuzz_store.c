@@ -224,7 +224,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         }
     }
     if (ops & 16) {
-        int rc = ck__store_append_record(st, text, text_len, &err);
+        int rc = ck__store_append_record(st, 0, text, text_len, &err);
         REQUIRE(rc == CK_OK || rc == CK_EIO || rc == CK_ENOMEM);
         if (planted && (plant == PLANT_LOG_DIR || plant == PLANT_LOG || plant == PLANT_ROOT))
             REQUIRE(rc == CK_EIO);

@@ -268,6 +268,12 @@ export interface CompactorOptions<B extends EvidenceBackend | undefined = undefi
   sessionId?: string | null;
   /** Where evidence and audit logs go. Default '.ctxkeel'. */
   storeDir?: string;
+  /** The built-in S3 backend, 's3://BUCKET/PREFIX?region=R&endpoint=E' (credentials from
+   * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): evidence, audit records
+   * (compactions/<session>/<seq>.json) and the state a session resumes from all go there, so
+   * a Compactor with the same sessionId in another process resumes with no summary call.
+   * Excludes backend. */
+  store?: string;
   /** Tier thresholds as fractions of the window, each in (0, 1] and increasing.
    * Defaults 0.6, 0.7, 0.8, 0.95. */
   warn?: number;
@@ -327,6 +333,8 @@ export interface ResolvedCompactorOptions {
   readonly contextWindow: number;
   readonly sessionId: string;
   readonly storeDir: string;
+  /** The S3 store's URL, normalized and without credentials; null without one. */
+  readonly store: string | null;
   readonly warn: number;
   readonly soft: number;
   readonly full: number;

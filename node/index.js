@@ -208,7 +208,7 @@ function isAbortSignal(value) {
 const NATIVE_OPTIONS = [
   'contextWindow', 'sessionId', 'storeDir', 'warn', 'soft', 'full', 'emergency', 'keepTail',
   'offloadThreshold', 'toolOffloadThreshold', 'summaryMaxTokens', 'estimator', 'format',
-  'pinFirstUser', 'retention', 'backend', 'backendTimeout', 'target', 'keepTailTokens',
+  'pinFirstUser', 'retention', 'backend', 'backendTimeout', 'target', 'keepTailTokens', 'store',
 ];
 
 /** fn(value) now, or once `value` (a Promise) fulfils: one code path for the synchronous form

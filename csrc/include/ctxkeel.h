@@ -289,9 +289,31 @@ typedef struct ck_retention {
 
 /*
  * An evidence backend: the host's own storage for offloaded outputs, used instead of the local
- * store directory (the audit log stays there). Keys are relative paths,
- * "tool_results/<session>/<file>.txt", made only of [A-Za-z0-9._~-] and '/': the same names
- * the local store uses, so no key can escape a prefix the host puts before it. The core asks
+ * store directory. Keys are relative paths, made only of [A-Za-z0-9._~-] and '/' (the same
+ * names the local store uses, <session> being the session id in the store's file-name form),
+ * so no key can escape a prefix the host puts before it:
+ *
+ *   tool_results/<session>/<file>.txt   an offloaded output, written once
+ *   compactions/<session>/<seq>.json    audit record number seq (1, 2, ...: 20 digits,
+ *                                       zero-padded), one JSON line, created with put_new
+ *   compactions/.key                    the key of the records' integrity tags (64 hex
+ *                                       digits), created with put_new by the first writer
+ *
+ * The compactions/ keys exist only with a backend that has put_new and list: then the audit
+ * log and the session state that ck_compactor_new() resumes live in the backend and nothing of
+ * the session is written under store_dir, so a session can move between processes and
+ * machines that share the backend. A compactor made for a session id lists
+ * compactions/<session>/ and resumes from the newest records (the newest snapshot and the
+ * deltas after it) with no summary call. Each record's seq has exactly one writer: when two
+ * compactors on one session race, the one whose put_new loses the seq writes its record again
+ * after the newest one, as a full snapshot of its own state, and says so in the record's
+ * "notes" ("another writer recorded this session first (<key>)..."); the state resumed later
+ * is then the last writer's, and every record stays. One that cannot find a free seq (after 8
+ * tries, or when listing fails) fails the compaction with CK_ECONFLICT, err->where = the key it
+ * lost, and reloads the compactor's state from the newest records. A backend without put_new
+ * or list keeps the audit log in compactions/<session>.jsonl under store_dir, as before. The
+ * objects are ctxkeel's: a host may copy or delete a whole session's keys; other keys under
+ * compactions/<session>/ are ignored. The core asks
  * get() before it puts a new key and never puts a second text under a key it has seen hold
  * another. Callbacks run on the thread that called into the compactor, one at a time per
  * compactor; compactors sharing one backend may call it from several threads at once.
@@ -377,6 +399,12 @@ typedef struct ck_compactor_options {
     uint64_t keep_tail_tokens; /* the verbatim tail's token budget; 0 means window / 4 */
     double backend_timeout; /* seconds one backend put or get may take; 0 means
                                CK_BACKEND_TIMEOUT_DEFAULT; see ck_backend_timeout() */
+    const char *store; /* NULL or "": files under store_dir (or `backend`); else the URL of the
+                          built-in S3 backend, "s3://BUCKET/PREFIX?region=..." (see
+                          ck_s3_backend_new()), which the compactor makes, owns and frees, and
+                          through which evidence, audit records and the resumed state go;
+                          excludes `backend`. ck_compactor_get_options() gives it normalized,
+                          without credentials (ck_s3_backend_url()) */
 } ck_compactor_options;
 
 /* The default and the largest time limit of one evidence-backend call, in seconds. */
@@ -874,9 +902,16 @@ CK_API int ck_format_from_name(const char *name, size_t len, ck_format *out);
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * Creates a compactor. With a session_id whose audit log exists under store_dir, the state of
- * the last compaction (checkpoint, covered messages, offloaded outputs) is resumed from it.
- * Errors: CK_EINVAL (err->where names the option: "context_window", "warn"...), CK_ENOMEM.
+ * Creates a compactor. With a session_id whose audit log exists under store_dir (or, with a
+ * backend that has put_new and list, whose records are in the backend; see
+ * ck_evidence_backend), the state of the last compaction (checkpoint, covered messages,
+ * offloaded outputs) is resumed from it.
+ * Errors: CK_EINVAL (err->where names the option: "context_window", "warn"...; for `store`,
+ * "store" when a backend is given too, else the part of the URL or the variable
+ * ck_s3_backend_new() names, with "url" spelled "store": "store.bucket", "AWS_ACCESS_KEY_ID"),
+ * CK_EIO (libcurl could not start), CK_ENOMEM. No request is made here when the session is new
+ * (session_id NULL); resuming one lists its records, and a store that cannot be read then
+ * starts the session afresh, the next record saying why.
  * Returns NULL on error. Caller owns the result; release it with ck_compactor_free().
  */
 CK_API ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err);
@@ -942,8 +977,10 @@ CK_API int ck_compaction_use_extractive(ck_compaction *c);
  * Finishes: builds the checkpoint (from the reply, or extractively), the view and the audit
  * record, appends the record to the log, and updates the session state. A compaction that
  * needs no summary can be finished right after begin. Errors: CK_ENOMEM, CK_ESTATE (finished
- * already). An audit log that cannot be written does not fail the compaction: the record's
- * "error" says so.
+ * already), CK_ECONFLICT (records in a backend: another writer kept taking the record's seq;
+ * err->where names the key; the compactor's state was reloaded from the newest records, and
+ * the compaction's view must not be sent: compact again). An audit log that cannot be written
+ * does not fail the compaction: the record's "error" says so.
  */
 CK_API int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err);
 

@@ -15,7 +15,8 @@ static const char CLI_USAGE[] =
     "       ctxkeel tokens FILE [--format F] [--estimator default|chars4|cl100k|o200k]\n"
     "       ctxkeel compact FILE --window N [-o OUT] [--pretty] [COMPACTOR OPTIONS]\n"
     "       ctxkeel replay FILE --window N [--svg OUT] [--explain] [COMPACTOR OPTIONS]\n"
-    "compactor options: --store DIR (default .ctxkeel), --session ID,\n"
+    "compactor options: --store DIR (default .ctxkeel) or --store s3://BUCKET/PREFIX?region=R\n"
+    "  [&endpoint=E] (credentials from AWS_ACCESS_KEY_ID...), --session ID,\n"
     "  --keep-tail N, --summary-max-tokens N, --estimator E, --format F\n"
     "summarizer (default: the built-in extractive one): --llm-url URL --model M\n"
     "  [--api openai|anthropic] [--api-key-env VAR] [--llm-timeout SECONDS]\n"
@@ -278,7 +279,9 @@ static ck_compactor *cli_compactor(const cli_options *o, ck_error *err) {
     opts.estimator = o->estimator;
     opts.format = o->format;
     opts.session_id = o->session;
-    opts.store_dir = o->store;
+    /* An s3:// URL names the built-in S3 backend, anything else a folder. */
+    if (o->store && strncmp(o->store, "s3://", 5) == 0) opts.store = o->store;
+    else opts.store_dir = o->store;
     return ck_compactor_new(&opts, err);
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "./alloc.h"
 #include "./compaction.h"
@@ -1471,9 +1472,35 @@ static int compaction_commit_offloads(ck_compaction *c) {
     return CK_OK;
 }
 
+/* How many times a record that lost its seq to another writer is written again after the
+ * newest before the compaction fails with CK_ECONFLICT. */
+#define COMPACTION_RECORD_TRIES 8
+
+/* A short random wait between attempts of racing writers, longer each time (ms). */
+static void compaction_conflict_pause(int attempt) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = 1 + (long)((uint64_t)now.tv_nsec % (uint64_t)(4 << attempt));
+    struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&d, NULL);
+}
+
+/* The record found no free seq: the state is reloaded from the newest records, so that the
+ * next call starts from what is stored, and the compaction fails with CK_ECONFLICT. */
+static int compaction_conflict(ck_compaction *c, const ck_error *werr, ck_error *err) {
+    ck_compactor *self = c->owner;
+    ck_compactor_reset(self);
+    if (ck__compactor_resume(self)) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    return ck__fail(err, CK_ECONFLICT,
+                    "another writer recorded this session first; the state was reloaded from "
+                    "the newest record",
+                    CK_NONE, "%s", werr->where);
+}
+
 /* Appends the record to the log (with its integrity tag); a log that cannot be written does
- * not fail the compaction. */
-static int compaction_write_record(ck_compaction *c) {
+ * not fail the compaction. With records in the backend, a record whose seq another writer
+ * took is written again after the newest; one that keeps losing fails with CK_ECONFLICT. */
+static int compaction_write_record(ck_compaction *c, ck_error *err) {
     ck_compactor *self = c->owner;
     unsigned char key[32];
     ck_error kerr;
@@ -1483,10 +1510,32 @@ static int compaction_write_record(ck_compaction *c) {
     int rc = ck__record_build(c, have_key ? key : NULL, sizeof key);
     if (rc) return rc;
     ck_error werr;
-    if (ck__store_append_record(self->store, c->record, c->record_len, &werr) == CK_OK) {
-        self->st.records++;
-        return CK_OK;
+    int wrc = CK_OK;
+    for (int attempt = 0; attempt < COMPACTION_RECORD_TRIES; attempt++) {
+        wrc = ck__store_append_record(self->store, self->st.records + 1, c->record,
+                                      c->record_len, &werr);
+        if (wrc == CK_OK) {
+            self->st.records++;
+            return CK_OK;
+        }
+        if (wrc != CK_ECONFLICT) break;
+        /* Another writer holds this seq: this record goes after the newest one, carrying the
+         * whole state, since its deltas were taken against the state before that writer's. */
+        uint64_t newest;
+        ck_error lerr;
+        if (ck__store_newest_record(self->store, &newest, &lerr) != CK_OK ||
+            newest <= self->st.records)
+            break;
+        ck__compaction_note(c, "another writer recorded this session first (%s); this record "
+                               "follows its record %llu with the whole state",
+                            werr.where, (unsigned long long)newest);
+        self->st.records = newest;
+        c->force_snapshot = 1;
+        if (attempt) compaction_conflict_pause(attempt);
+        rc = ck__record_build(c, have_key ? key : NULL, sizeof key);
+        if (rc) return rc;
     }
+    if (wrc == CK_ECONFLICT) return compaction_conflict(c, &werr, err);
     ck__compaction_error(c, "audit log not written: %s (%s)", werr.msg, werr.where);
     ck__free(c->record);
     c->record = NULL;
@@ -1634,7 +1683,8 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
                                               : "the pinned messages and the newest turn are "
                                                 "all that is left");
     own->over_noted = over;
-    rc = compaction_write_record(c);
+    rc = compaction_write_record(c, err);
+    if (rc == CK_ECONFLICT) return rc;
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     return CK_OK;
 }

@@ -25,6 +25,7 @@ struct ck_compactor {
     ck_retention *retention; /* copies, tool patterns owned */
     size_t n_retention;
     ck_evidence_backend backend;
+    ck_s3_backend *s3;  /* made from opt.store, owned; NULL without one */
     ck__strs tool_refs; /* with a backend: refs stored by ck_compactor_offload() */
     ck__tokcache tokcache;
     ck__state st;
@@ -113,8 +114,13 @@ struct ck_compaction {
     size_t record_len;
     size_t summarized; /* messages folded into the checkpoint */
     int reset;         /* the state was started afresh for this history */
+    int force_snapshot; /* the record carries the whole state (it follows another writer's) */
     struct timespec started;
 };
+
+/* Reloads the session state from the newest audit records (compactor.c): what a fresh
+ * compactor on the same session would resume. CK_OK or CK_ENOMEM. */
+int ck__compactor_resume(ck_compactor *self);
 
 /* Fills `o` from `in`: defaults for zero fields, every value checked (err->where names the
  * option). Returns CK_OK or CK_EINVAL (options.c). */

@@ -89,7 +89,7 @@ static void compactor_resume_note(ck_compactor *self, const char *why, size_t li
 /* Resumes the state from the audit log: the last snapshot record and the deltas after it, each
  * checked against the store's key. A record that fails its check, or does not parse, leaves a
  * fresh state and a note for the next record: a rewritten log must not steer the session. */
-static int compactor_resume(ck_compactor *self) {
+static int compactor_resume_log(ck_compactor *self) {
     char *text = NULL;
     size_t len = 0;
     ck_error err;
@@ -147,6 +147,35 @@ static int compactor_resume(ck_compactor *self) {
     return CK_OK;
 }
 
+int ck__compactor_resume(ck_compactor *self) {
+    int rc = compactor_resume_log(self);
+    /* Records in the backend are numbered by their keys: the next one goes after the newest
+     * listed, whatever the record ids say. */
+    uint64_t seen = ck__store_records_seen(self->store);
+    if (!rc && seen > self->st.records) self->st.records = seen;
+    return rc;
+}
+
+/* The built-in S3 backend named by the `store` option, made and owned by the compactor. Its
+ * errors name the URL's parts as parts of "store". */
+static int compactor_open_store(ck_compactor *self, const char *url, ck_error *err) {
+    if (self->opt.backend)
+        return ck__fail(err, CK_EINVAL, "store and backend exclude each other", CK_NONE, "store");
+    self->s3 = ck_s3_backend_new(url, strlen(url), err);
+    if (!self->s3) {
+        if (err && strncmp(err->where, "url", 3) == 0) {
+            char where[sizeof err->where];
+            snprintf(where, sizeof where, "store%s", err->where + 3);
+            memcpy(err->where, where, sizeof where);
+        }
+        return err ? err->code : CK_EINVAL;
+    }
+    self->backend = *ck_s3_backend_evidence(self->s3);
+    self->opt.backend = &self->backend;
+    self->opt.store = ck_s3_backend_url(self->s3);
+    return CK_OK;
+}
+
 ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) {
     ck__error_clear(err);
     if (!opts) {
@@ -181,9 +210,14 @@ ck_compactor *ck_compactor_new(const ck_compactor_options *opts, ck_error *err) 
         self->opt.backend = &self->backend;
     }
     ck__tokcache_init(&self->tokcache, &self->opt.counter, self->opt.estimator);
+    self->opt.store = NULL;
+    if (opts->store && opts->store[0] && compactor_open_store(self, opts->store, err)) {
+        ck_compactor_free(self);
+        return NULL;
+    }
     if (!self->session_id || !self->store_dir || compactor_copy_retention(self, opts) ||
         !(self->store = ck__store_new(self->store_dir, self->session_id, self->opt.backend)) ||
-        ck__state_init(&self->st) || (resume && compactor_resume(self))) {
+        ck__state_init(&self->st) || (resume && ck__compactor_resume(self))) {
         ck_compactor_free(self);
         ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
         return NULL;
@@ -195,6 +229,7 @@ void ck_compactor_free(ck_compactor *self) {
     if (!self) return;
     ck__state_dispose(&self->st);
     ck__store_free(self->store);
+    ck_s3_backend_free(self->s3);
     for (size_t k = 0; k < self->n_retention; k++) ck__free((char *)self->retention[k].tool);
     ck__strs_dispose(&self->tool_refs);
     ck__tokcache_dispose(&self->tokcache);

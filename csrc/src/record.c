@@ -41,10 +41,12 @@ static void record_strs(ck__jwriter *w, const ck__strs *l) {
 }
 
 /* The record's "state": a snapshot at the session's first record, after a reset and every
- * RECORD_SNAPSHOT_EVERY records; else what this compaction added. */
+ * RECORD_SNAPSHOT_EVERY records, and when it follows another writer's record; else what this
+ * compaction added. */
 static int record_state(const ck_compaction *c, ck__buf *b, int *snapshot) {
     const ck__state *st = &c->owner->st;
-    *snapshot = st->records == 0 || c->reset || st->since_snapshot + 1 >= RECORD_SNAPSHOT_EVERY;
+    *snapshot = st->records == 0 || c->reset || c->force_snapshot ||
+                st->since_snapshot + 1 >= RECORD_SNAPSHOT_EVERY;
     ck__delta d = {c->users_before, c->offloads_before, c->archives_before,
                    &c->touched_constraints, &c->touched_files, c->span_idents};
     return ck__state_write(st, *snapshot ? NULL : &d, b);

@@ -38,9 +38,17 @@ struct ck__store {
     char *log_dir;  /* <dir>/compactions */
     char *log_path; /* <dir>/compactions/<session>.jsonl */
     ck_evidence_backend be; /* be.get NULL: evidence lives in files under `results` */
+    char *rec_prefix;       /* compactions/<session>/, the records' keys in the backend */
+    uint64_t seen_seq;      /* the newest record seq this store listed or wrote */
     atomic_int swept;       /* the session's folder was cleared of dead temporary files */
     uint64_t search_work;   /* the work cap of one search */
 };
+
+/* Whether the audit records live in the backend: only one with put_new and list can keep
+ * them (create-only objects, found again by listing). */
+static int store_records_remote(const ck__store *s) {
+    return s->be.get && s->be.put_new && s->be.list;
+}
 
 /* Ids kept as themselves are at most this long; hashed ones keep a prefix of this length. */
 #define STORE_PLAIN_MAX 100
@@ -156,6 +164,8 @@ ck__store *ck__store_new(const char *dir, const char *session_id,
     if (tools) s->results_real = store_concat(tools, s->session, "");
     ck__free(tools);
     if (backend) s->be = *backend;
+    if (store_records_remote(s) && !(s->rec_prefix = store_concat("compactions/", s->session, "/")))
+        goto fail;
     s->search_work = STORE_SEARCH_WORK;
     s->log_dir = store_concat(base, sep, "compactions");
     if (s->log_dir) {
@@ -180,6 +190,7 @@ void ck__store_free(ck__store *s) {
     ck__free(s->session);
     ck__free(s->log_dir);
     ck__free(s->log_path);
+    ck__free(s->rec_prefix);
     ck__free(s);
 }
 
@@ -1065,6 +1076,227 @@ int ck__store_search(ck__store *s, const char *ref, size_t ref_len, const char *
     return CK_OK;
 }
 
+/* ---- audit records in the backend ---- */
+
+/* The key of record `seq`: compactions/<session>/<20-digit seq>.json. NULL on OOM. */
+static char *store_record_key(const ck__store *s, uint64_t seq) {
+    char name[40];
+    snprintf(name, sizeof name, "%020llu.json", (unsigned long long)seq);
+    return store_concat(s->rec_prefix, name, "");
+}
+
+typedef struct store_seqs {
+    const char *prefix;
+    size_t prefix_len;
+    uint64_t *v;
+    size_t n, cap;
+    int oom;
+} store_seqs;
+
+/* The seq of a record key, 0 for any other key under the prefix (never written by us). */
+static uint64_t store_record_seq(const char *name, size_t len) {
+    if (len != 25 || memcmp(name + 20, ".json", 5) != 0) return 0;
+    uint64_t seq = 0;
+    for (size_t i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9' || seq > (UINT64_MAX - 9) / 10) return 0;
+        seq = seq * 10 + (uint64_t)(name[i] - '0');
+    }
+    return seq;
+}
+
+static int store_seqs_each(void *ctx, const char *key, size_t len) {
+    store_seqs *l = ctx;
+    if (len <= l->prefix_len || memcmp(key, l->prefix, l->prefix_len) != 0) return 0;
+    uint64_t seq = store_record_seq(key + l->prefix_len, len - l->prefix_len);
+    if (!seq) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        uint64_t *v = cap < SIZE_MAX / sizeof *v ? ck__realloc(l->v, cap * sizeof *v) : NULL;
+        if (!v) {
+            l->oom = 1;
+            return 1;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = seq;
+    return 0;
+}
+
+/* The seqs of the session's records, rising (the listing is in byte order and the seqs have
+ * one width). The caller frees l->v. */
+static int store_list_records(ck__store *s, store_seqs *l, ck_error *err) {
+    memset(l, 0, sizeof *l);
+    l->prefix = s->rec_prefix;
+    l->prefix_len = strlen(s->rec_prefix);
+    ck__error_clear(err);
+    if (err) err->where[0] = '\0';
+    int rc = s->be.list(s->be.ctx, s->rec_prefix, NULL, store_seqs_each, l, err);
+    if (l->oom) rc = CK_ENOMEM;
+    if (rc) {
+        ck__free(l->v);
+        l->v = NULL;
+        return store_backend_fail(err, rc, "the backend could not list the audit records",
+                                  s->rec_prefix);
+    }
+    if (l->n && l->v[l->n - 1] > s->seen_seq) s->seen_seq = l->v[l->n - 1];
+    return CK_OK;
+}
+
+int ck__store_newest_record(ck__store *s, uint64_t *seq, ck_error *err) {
+    ck__error_clear(err);
+    *seq = 0;
+    if (!store_records_remote(s)) return CK_OK;
+    store_seqs l;
+    int rc = store_list_records(s, &l, err);
+    if (!rc && l.n) *seq = l.v[l.n - 1];
+    ck__free(l.v);
+    return rc;
+}
+
+uint64_t ck__store_records_seen(const ck__store *s) { return s->seen_seq; }
+
+int ck__store_records_remote(const ck__store *s) { return store_records_remote(s); }
+
+/* Creates record `seq` with put_new. A failed call may still have stored it (put_new's
+ * contract), so the key is read back: our bytes there count as stored, another's as a
+ * conflict. */
+static int store_remote_append(ck__store *s, uint64_t seq, const char *line, size_t len,
+                               ck_error *err) {
+    char *key = store_record_key(s, seq);
+    char *rec = len < SIZE_MAX ? ck__malloc(len + 1) : NULL;
+    if (!key || !rec) {
+        ck__free(key);
+        ck__free(rec);
+        return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    }
+    /* One line, as in the local log, so that the objects concatenated are JSON lines. */
+    for (size_t i = 0; i < len; i++) rec[i] = line[i] == '\n' ? ' ' : line[i];
+    rec[len] = '\n';
+    if (err) err->where[0] = '\0';
+    int rc = s->be.put_new(s->be.ctx, key, rec, len + 1, err);
+    if (rc != CK_OK && rc != CK_ECONFLICT && rc != CK_ENOMEM) {
+        ck_error gerr;
+        char *have = NULL;
+        size_t have_len = 0;
+        if (store_backend_get(s, key, &have, &have_len, &gerr) == CK_OK && have)
+            rc = have_len == len + 1 && memcmp(have, rec, len + 1) == 0 ? CK_OK : CK_ECONFLICT;
+        ck__free(have);
+        if (rc != CK_OK && rc != CK_ECONFLICT)
+            rc = store_backend_fail(err, rc, "the backend could not store the audit record", key);
+    }
+    if (rc == CK_ECONFLICT)
+        rc = ck__fail(err, CK_ECONFLICT, "another writer recorded this session first", CK_NONE,
+                      "%s", key);
+    else if (rc == CK_ENOMEM) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    else if (rc == CK_OK && seq > s->seen_seq) s->seen_seq = seq;
+    ck__free(key);
+    ck__free(rec);
+    return rc;
+}
+
+/* The records from the newest that holds `needle` (NULL: the newest alone) to the newest,
+ * one per line, as the local log would hold them. *out NULL when there is none. */
+static int store_remote_since(ck__store *s, const char *needle, char **out, size_t *out_len,
+                              ck_error *err) {
+    store_seqs l;
+    int rc = store_list_records(s, &l, err);
+    if (rc) return rc;
+    char **texts = l.n ? ck__calloc(l.n, sizeof *texts) : NULL;
+    size_t *lens = l.n ? ck__calloc(l.n, sizeof *lens) : NULL;
+    size_t from = l.n;
+    if (l.n && (!texts || !lens)) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    /* Backwards from the newest; a record deleted since the listing is passed over. */
+    for (size_t i = l.n; i > 0 && !rc; i--) {
+        char *key = store_record_key(s, l.v[i - 1]);
+        if (!key) {
+            rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+            break;
+        }
+        rc = store_backend_get(s, key, &texts[i - 1], &lens[i - 1], err);
+        ck__free(key);
+        if (rc || !texts[i - 1]) continue;
+        from = i - 1;
+        if (!needle) break;
+        size_t nl = strlen(needle);
+        const char *t = texts[i - 1];
+        int has = 0;
+        for (size_t k = 0; !has && k + nl <= lens[i - 1]; k++)
+            has = t[k] == needle[0] && memcmp(t + k, needle, nl) == 0;
+        if (has) break;
+    }
+    ck__buf b;
+    ck__buf_init(&b);
+    for (size_t i = from; !rc && i < l.n; i++) {
+        if (!texts[i]) continue;
+        size_t n = lens[i];
+        while (n && texts[i][n - 1] == '\n') n--;
+        for (size_t k = 0; k < n; k++) ck__buf_addc(&b, texts[i][k] == '\n' ? ' ' : texts[i][k]);
+        ck__buf_addc(&b, '\n');
+    }
+    for (size_t i = 0; texts && i < l.n; i++) ck__free(texts[i]);
+    ck__free(texts);
+    ck__free(lens);
+    ck__free(l.v);
+    if (!rc && b.failed) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    if (!rc && b.len) {
+        b.len--; /* the last newline, as the local log's text leaves it out */
+        *out = ck__buf_take(&b, out_len);
+        if (!*out) rc = ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    }
+    ck__buf_dispose(&b);
+    return rc;
+}
+
+/* `n` random bytes for an audit key. CK_OK or CK_EIO. */
+static int store_random(unsigned char *out, size_t n, ck_error *err) {
+    int urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = urandom >= 0 ? store_read_some(urandom, (char *)out, n) : -1;
+    if (urandom >= 0) close(urandom);
+    if (got == (ssize_t)n) return CK_OK;
+    return ck__fail(err, CK_EIO, "no randomness for the audit key", CK_NONE, "/dev/urandom");
+}
+
+static int store_hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* The audit key in the backend, "compactions/.key" (64 hex digits), made with put_new when
+ * absent, so that racing makers all end with the one that was stored first. */
+static int store_remote_key(ck__store *s, int create, unsigned char key[32], ck_error *err) {
+    static const char name[] = "compactions/.key";
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char *text = NULL;
+        size_t len = 0;
+        int rc = store_backend_get(s, name, &text, &len, err);
+        if (rc) return rc;
+        if (text) {
+            int ok = len == 64;
+            for (size_t i = 0; ok && i < 64; i++) {
+                int d = store_hex_digit(text[i]);
+                ok = d >= 0;
+                if (i % 2 == 0) key[i / 2] = (unsigned char)(d << 4);
+                else key[i / 2] |= (unsigned char)d;
+            }
+            ck__free(text);
+            return ok ? CK_OK
+                      : ck__fail(err, CK_EIO, "the audit key is damaged", CK_NONE, "%s", name);
+        }
+        if (!create) return ck__fail(err, CK_EINVAL, "no audit key", CK_NONE, "%s", name);
+        unsigned char fresh[32];
+        if (store_random(fresh, sizeof fresh, err)) return CK_EIO;
+        char hex[65];
+        ck__hex(fresh, sizeof fresh, hex);
+        if (err) err->where[0] = '\0';
+        rc = s->be.put_new(s->be.ctx, name, hex, 64, err);
+        if (rc == CK_ENOMEM) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+        /* Stored, taken by another maker, or unknown: what is there now is the key. */
+    }
+    return ck__fail(err, CK_EIO, "the audit key could not be stored", CK_NONE, "%s", name);
+}
+
 /* ---- audit log ---- */
 
 /* Opens the session's log in the compactions folder `dir` for appending, making it 0600 (and
@@ -1080,8 +1312,10 @@ static int store_open_log(ck__store *s, int dir, const char *name) {
     return fd;
 }
 
-int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error *err) {
+int ck__store_append_record(ck__store *s, uint64_t seq, const char *line, size_t len,
+                            ck_error *err) {
     ck__error_clear(err);
+    if (store_records_remote(s)) return store_remote_append(s, seq, line, len, err);
     if (len > SIZE_MAX - 2) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     /* One buffer holds an optional leading newline, the record and its newline, so that one
      * write() puts the whole line down and O_APPEND keeps concurrent appenders from splicing
@@ -1162,6 +1396,10 @@ int ck__store_last_record(ck__store *s, char **out, size_t *out_len, ck_error *e
     ck__error_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
+    if (store_records_remote(s)) {
+        size_t ignored;
+        return store_remote_since(s, NULL, out, out_len ? out_len : &ignored, err);
+    }
     char *name = store_concat(s->session, ".jsonl", "");
     if (!name) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     char rel[STORE_PLAIN_MAX * 2 + 64];
@@ -1251,6 +1489,7 @@ int ck__store_log_since(ck__store *s, const char *needle, char **out, size_t *ou
     ck__error_clear(err);
     *out = NULL;
     *out_len = 0;
+    if (store_records_remote(s)) return store_remote_since(s, needle, out, out_len, err);
     int fd = store_open_log_read(s, err);
     if (fd == STORE_MISSING) return CK_OK;
     if (fd < 0) return fd;
@@ -1301,6 +1540,7 @@ int ck__store_log_since(ck__store *s, const char *needle, char **out, size_t *ou
 
 int ck__store_key(ck__store *s, int create, unsigned char key[32], ck_error *err) {
     ck__error_clear(err);
+    if (store_records_remote(s)) return store_remote_key(s, create, key, err);
     char shown[STORE_PLAIN_MAX * 2 + 64];
     snprintf(shown, sizeof shown, "%s/.key", s->log_dir);
     int dir = store_open_folder(s, STORE_LOG, create, s->log_dir, err);
@@ -1325,11 +1565,8 @@ int ck__store_key(ck__store *s, int create, unsigned char key[32], ck_error *err
         /* A new key: 32 random bytes, written under a temporary name and linked into place,
          * so two processes making one at once end with one key that both read. */
         unsigned char fresh[32];
-        int urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        ssize_t got = urandom >= 0 ? store_read_some(urandom, (char *)fresh, sizeof fresh) : -1;
-        if (urandom >= 0) close(urandom);
-        if (got != (ssize_t)sizeof fresh) {
-            rc = ck__fail(err, CK_EIO, "no randomness for the audit key", CK_NONE, "/dev/urandom");
+        if (store_random(fresh, sizeof fresh, err)) {
+            rc = CK_EIO;
             break;
         }
         char tmp[80];

@@ -9,6 +9,18 @@
  * no evidence name can be) and published with link(). Temporary files of writers that died
  * are removed the first time a store opens the session's folder.
  *
+ * With a backend (ck_evidence_backend) evidence goes to it under the same relative names. When
+ * that backend also has put_new and list, the audit log and the state resumed from it go
+ * there too, one object per record, and nothing of the session is left on the local disk:
+ *   compactions/<session>/<seq>.json      record number seq (1, 2, ...; 20 digits, zero-padded
+ *                                         so byte order is number order), one JSON line
+ *   compactions/.key                      the audit key (64 hex digits), shared by sessions
+ * Each record is created with put_new, so a seq has exactly one writer: a second writer of
+ * the same seq gets CK_ECONFLICT and nothing it wrote replaces the first one's record. The
+ * objects belong to ctxkeel: the host may copy or delete whole sessions, and keys under the
+ * prefix that are not "<20 digits>.json" are ignored. A backend without put_new or list keeps
+ * the audit log in files under the store directory, as without a backend.
+ *
  * The store directory is resolved once, when the store is made (it may be a symbolic link:
  * the host's choice). Below it nothing is followed: every folder and file is opened relative
  * to the one above with O_NOFOLLOW, and a symbolic link anywhere there fails the operation
@@ -24,7 +36,7 @@ typedef struct ck__store ck__store;
 /* A store over `dir` for `session_id` (both NUL-terminated, copied). Creates nothing yet.
  * With a backend (copied; NULL for none), evidence goes to it under keys
  * "tool_results/<session>/<file>.txt", which ck__store_path then returns; the audit log stays
- * under `dir`. NULL when out of memory. */
+ * under `dir` unless the backend has put_new and list (see above). NULL when out of memory. */
 ck__store *ck__store_new(const char *dir, const char *session_id,
                          const ck_evidence_backend *backend);
 void ck__store_free(ck__store *s);
@@ -73,22 +85,36 @@ int ck__store_search(ck__store *s, const char *ref, size_t ref_len, const char *
  * can reach it without searching hundreds of megabytes. */
 void ck__store_set_search_work(ck__store *s, uint64_t work);
 
-/* Appends one line (a newline is added) to the session's audit log, creating it 0600.
- * Returns CK_OK, CK_ENOMEM or CK_EIO (err->where = the path). */
-int ck__store_append_record(ck__store *s, const char *line, size_t len, ck_error *err);
+/* Appends one line (a newline is added) to the session's audit log, creating it 0600; in the
+ * backend, creates record `seq` (1-based) instead, or gives CK_ECONFLICT (err->where = the
+ * key) when another writer created it first. Returns CK_OK, CK_ECONFLICT, CK_ENOMEM or CK_EIO
+ * (err->where = the path or key). */
+int ck__store_append_record(ck__store *s, uint64_t seq, const char *line, size_t len,
+                            ck_error *err);
+
+/* Whether the records live in the backend (it has put_new and list). */
+int ck__store_records_remote(const ck__store *s);
+
+/* The newest record seq in the backend, listed now (0: none, or records are local). */
+int ck__store_newest_record(ck__store *s, uint64_t *seq, ck_error *err);
+
+/* The newest record seq this store has listed or written (0 when none). */
+uint64_t ck__store_records_seen(const ck__store *s);
 
 /* The last complete line of the session's audit log (a torn last line, as after a crash, is
- * skipped). *out is NULL and CK_OK when there is no log or no line. Caller owns *out. */
+ * skipped), or the newest record in the backend. *out is NULL and CK_OK when there is no log or no line. Caller owns *out. */
 int ck__store_last_record(ck__store *s, char **out, size_t *out_len, ck_error *err);
 
 /* The audit log from the newest complete line that contains `needle` to its end (the whole log
- * when no line does; a torn last line is left out). *out is NULL and CK_OK when there is no
+ * when no line does; a torn last line is left out). In the backend: the records from the newest
+ * that contains it to the newest, one per line in seq order, without the last newline. *out is NULL and CK_OK when there is no
  * log. Caller owns *out (ck__free). */
 int ck__store_log_since(ck__store *s, const char *needle, char **out, size_t *out_len,
                         ck_error *err);
 
 /* The store's key for the audit records' integrity tags (32 bytes in
- * <dir>/compactions/.key, 0600), made when absent and `create` is set. Returns CK_OK, CK_EINVAL
+ * <dir>/compactions/.key, 0600, or 64 hex digits in the backend's compactions/.key, created
+ * with put_new), made when absent and `create` is set. Returns CK_OK, CK_EINVAL
  * (absent), CK_EIO or CK_ENOMEM. */
 int ck__store_key(ck__store *s, int create, unsigned char key[32], ck_error *err);
 

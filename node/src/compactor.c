@@ -484,7 +484,7 @@ static int own_keys(napi_env env, napi_value obj, napi_value *keys, uint32_t *n)
 /* What read_options gathers for ck_compactor_new: copies that the constructor frees once the
  * core has made its own, and the JS values of the host callbacks. */
 typedef struct option_store {
-    char *session_id, *store_dir;
+    char *session_id, *store_dir, *store;
     ck_retention *retention; /* each `tool` a malloc'd copy */
     size_t n_retention;
     napi_value backend, counter; /* NULL when absent */
@@ -493,6 +493,7 @@ typedef struct option_store {
 static void option_store_dispose(option_store *st) {
     free(st->session_id);
     free(st->store_dir);
+    free(st->store);
     for (size_t k = 0; k < st->n_retention; k++)
         free((char *)st->retention[k].tool);
     free(st->retention);
@@ -719,11 +720,13 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
         if (!pin) o->flags |= CK_OPT_NO_PIN_FIRST_USER;
     }
     if (string_option(&r, "sessionId", &st->session_id) ||
-        string_option(&r, "storeDir", &st->store_dir) || retention_option(&r, st) ||
+        string_option(&r, "storeDir", &st->store_dir) || string_option(&r, "store", &st->store) ||
+        retention_option(&r, st) ||
         backend_option(&r, st) || timeout_option(&r, "backendTimeout", &o->backend_timeout))
         return -1;
     o->session_id = st->session_id;
     o->store_dir = st->store_dir;
+    o->store = st->store; /* "s3://...": the core makes its S3 backend from it */
     o->retention = st->retention;
     o->n_retention = st->n_retention;
     return 0;
@@ -1366,6 +1369,7 @@ static napi_value compactor_options(napi_env env, napi_callback_info info) {
     if (set_value(env, obj, "contextWindow", number_value(env, (double)o.context_window)) ||
         set_value(env, obj, "sessionId", cstring_value(env, o.session_id)) ||
         set_value(env, obj, "storeDir", cstring_value(env, o.store_dir)) ||
+        set_value(env, obj, "store", o.store ? cstring_value(env, o.store) : null_value(env)) ||
         set_value(env, obj, "warn", number_value(env, o.warn)) ||
         set_value(env, obj, "soft", number_value(env, o.soft)) ||
         set_value(env, obj, "full", number_value(env, o.full)) ||

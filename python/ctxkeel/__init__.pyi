@@ -255,6 +255,7 @@ class Compactor:
         on_fallback: Optional[Callable[[str], Any]] = None,
         backend: Optional[EvidenceBackend] = None,
         backend_timeout: float = 10.0,
+        store: Optional[str] = None,  # "s3://BUCKET/PREFIX?region=R&endpoint=E"
     ) -> None: ...
     def compact(
         self,

@@ -159,6 +159,15 @@ class Compactor:
     compaction (or read, or search). A plain method is called in the caller's thread and
     cannot be interrupted.
 
+    ``store`` is the URL of the built-in S3 backend,
+    ``"s3://BUCKET/PREFIX?region=R&endpoint=E"`` (credentials from ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN``), which the core makes: evidence,
+    audit records ("compactions/<session>/<seq>.json") and the state a session resumes from
+    all go there, so a ``Compactor`` with the same ``session_id`` in another process or on
+    another machine resumes with no summary call. Two compactors on one session never lose a
+    record; one that cannot place its record raises ``Error`` CK_ECONFLICT. ``options``
+    gives it normalized, without credentials. It excludes ``backend``.
+
     One compaction at a time: a second call while one runs (``compact`` from another thread,
     or while an ``acompact`` is under way) raises ``Error`` with code "CK_EBUSY"; concurrent
     ``acompact`` calls wait their turn instead.
@@ -171,7 +180,7 @@ class Compactor:
                  tool_offload_threshold=10000, summary_max_tokens=None, summarize_timeout=60.0,
                  estimator="default", format="auto", pin_first_user=True, on_compaction=None,
                  target=None, keep_tail_tokens=None, retention=None, on_fallback=None,
-                 backend=None, backend_timeout=_ext.BACKEND_TIMEOUT):
+                 backend=None, backend_timeout=_ext.BACKEND_TIMEOUT, store=None):
         self._timeout = _check_timeout(summarize_timeout)
         for name, fn in (("on_compaction", on_compaction), ("on_fallback", on_fallback)):
             if fn is not None and not callable(fn):
@@ -185,7 +194,7 @@ class Compactor:
             summary_max_tokens=summary_max_tokens, estimator=estimator, format=format,
             pin_first_user=pin_first_user, retention=retention, backend=backend,
             backend_timeout=backend_timeout, awaiter=awaiter, target=target,
-            keep_tail_tokens=keep_tail_tokens)
+            keep_tail_tokens=keep_tail_tokens, store=store)
         self._estimator = estimator
         self._on_compaction = on_compaction
         self._on_fallback = on_fallback

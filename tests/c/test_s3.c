@@ -5,7 +5,8 @@
  *     and a conditional put whose first attempt got lost;
  *   - a real SeaweedFS server started for this run by tools/seaweedfs.sh on loopback ports:
  *     round trips, conflicts between threads, paged listings, a wrong secret, hostile keys,
- *     the server killed, stopped and restarted.
+ *     the server killed, stopped and restarted; and sessions whose records live there: resumed
+ *     in another process, two processes on one session, a session across a dead server.
  * Without the SeaweedFS binary the last part is skipped with one line, unless CK_REQUIRE_S3=1
  * (as in CI), which makes that a failure. */
 #include <arpa/inet.h>
@@ -21,7 +22,9 @@
 
 #include <curl/curl.h>
 
+#include "../../csrc/src/store.h"
 #include "harness.h"
+#include "records.h"
 #include "s3_server.h"
 
 static const char ACCESS[] = "ckTestAccessKey";
@@ -1124,6 +1127,315 @@ TEST(test_session_token) {
     ck_s3_backend_free(b);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Sessions on the server: records and state through the backend (store.h)                 */
+/* ---------------------------------------------------------------------------------------- */
+
+static void seen_text_add(const char *text) {
+    ck_error e;
+    memset(&e, 0, sizeof e);
+    e.msg = text ? text : "";
+    seen(&e);
+}
+
+/* A fresh, empty local folder (nothing of a session on S3 may land in it). */
+static char *sess_dir(void) {
+    static char dirs[8][64];
+    static int next;
+    char *d = dirs[next++ % 8];
+    snprintf(d, 64, "/tmp/ck_test_s3_sess_XXXXXX");
+    return mkdtemp(d);
+}
+
+static int sess_dir_empty(const char *dir) {
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\" && rmdir '%s'", dir, dir);
+    return system(cmd) == 0;
+}
+
+/* The prefix of a session's records. */
+static void sess_prefix(const char *session, char *out, size_t cap) {
+    char *enc = ck__store_encode_id(session, strlen(session));
+    snprintf(out, cap, "compactions/%s/", enc ? enc : "");
+    ck_free(enc);
+}
+
+/* In a child process: a backend of its own on `prefix`, a compactor on `session` with an
+ * empty local folder, `calls` compactions of rec_session(turns + i, 300, salt + i); the last
+ * view goes to `view_path` (when not NULL). Exits with the summary calls (bits 0-3), the
+ * records made (bits 4-6, at most 7), and 128 for any failure or a local file. */
+static void sess_child(const char *prefix, const char *session, int turns, int salt,
+                       int calls, const char *view_path, int start_fd) {
+    char c;
+    if (start_fd >= 0 && read(start_fd, &c, 1) < 0) _exit(128);
+    ck_s3_backend *b = srv_backend(prefix, "timeout=10");
+    char *dir = sess_dir();
+    if (!b || !dir) _exit(128);
+    ck_compactor_options o = rec_options(ck_s3_backend_evidence(b), session, dir);
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    if (!k) _exit(128);
+    rec_summarizer s = {0};
+    int records = 0, bad = 0;
+    char *v = NULL;
+    for (int i = 0; i < calls; i++) {
+        char *j = rec_session(turns + i, 300, salt + i), *rec = NULL;
+        int code = 0;
+        ck_free(v);
+        v = rec_compact(k, j, &s, &rec, &code);
+        if (code != CK_OK) {
+            fprintf(stderr, "    child: compact: %s (%s)\n", ck_strerror(code), rec);
+            bad = 1;
+        } else if (rec) {
+            records++;
+        }
+        free(rec);
+        free(j);
+    }
+    if (view_path && v) {
+        FILE *f = fopen(view_path, "w");
+        if (!f || fputs(v, f) < 0) bad = 1;
+        if (f) fclose(f);
+    }
+    ck_free(v);
+    ck_compactor_free(k);
+    ck_s3_backend_free(b);
+    if (!sess_dir_empty(dir)) bad = 1;
+    _exit((s.calls > 15 ? 15 : s.calls) | (records > 7 ? 7 : records) << 4 | (bad ? 128 : 0));
+}
+
+static int sess_wait(pid_t pid) {
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 255;
+    return WEXITSTATUS(st);
+}
+
+static char *sess_read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *text = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = (cap + 4096) * 2;
+            text = realloc(text, cap);
+        }
+        size_t n = fread(text + len, 1, 4096, f);
+        len += n;
+        if (n < 4096) break;
+    }
+    fclose(f);
+    text[len] = '\0';
+    return text;
+}
+
+/* A session compacted here resumes in another process, through the server, with no summary
+ * call and the view this process would give; the session id is hostile, and its keys stay in
+ * their prefix. */
+TEST(test_session_moves_to_another_process) {
+    set_credentials(SECRET, NULL);
+    const char *prefix = pfx("moves");
+    static const char session[] = "../Moving session/1\n\"x\"";
+    ck_s3_backend *b = srv_backend(prefix, "");
+    char *dir = sess_dir();
+    OK(b != NULL && dir != NULL);
+    if (!b || !dir) return;
+    ck_compactor_options o = rec_options(ck_s3_backend_evidence(b), session, dir);
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    char *j = rec_session(30, 300, 0), *rec = NULL;
+    rec_summarizer s = {0};
+    char *v1 = rec_compact(k, j, &s, &rec, NULL);
+    INT_EQ(s.calls, 1);
+    OK(rec && strstr(rec, "\"kind\":\"snapshot\""));
+    seen_text_add(rec);
+    free(rec);
+    char *v2 = rec_compact(k, j, &s, NULL, NULL);
+    INT_EQ(s.calls, 1);
+    OK(v1 && v2);
+    ck_compactor_free(k);
+    OK(sess_dir_empty(dir));
+    char view_path[] = "/tmp/ck_test_s3_view_XXXXXX";
+    int fd = mkstemp(view_path);
+    OK(fd >= 0);
+    close(fd);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) sess_child(prefix, session, 30, 0, 1, view_path, -1);
+    int code = sess_wait(pid);
+    INT_EQ(code & 128, 0);
+    INT_EQ(code & 15, 0);        /* no summary call in the other process */
+    INT_EQ((code >> 4) & 7, 0);  /* and nothing to record: the view is the resumed one */
+    char *v3 = sess_read_file(view_path);
+    OK(v2 && v3 && strcmp(v2, v3) == 0);
+    unlink(view_path);
+    char rp[300];
+    sess_prefix(session, rp, sizeof rp);
+    INT_EQ(rec_check_records(ck_s3_backend_evidence(b), rp), 1);
+    listed l = {.stop_after = 0};
+    INT_EQ(be_list(b, "", NULL, &l, &err), CK_OK);
+    OK(strstr(l.text, "compactions/.key\n") != NULL);
+    for (const char *line = l.text; *line;) {
+        const char *nl = strchr(line, '\n');
+        OK(strncmp(line, "compactions/", 12) == 0 || strncmp(line, "tool_results/", 13) == 0);
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    ck_free(v1);
+    ck_free(v2);
+    free(v3);
+    free(j);
+    ck_s3_backend_free(b);
+}
+
+/* Two processes compacting one session at once: every seq is stored once, every record
+ * parses, and each process's records are all there. */
+TEST(test_two_processes_one_session) {
+    set_credentials(SECRET, NULL);
+    const char *prefix = pfx("two");
+    int gate[2];
+    OK(pipe(gate) == 0);
+    fflush(NULL);
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(gate[1]);
+            sess_child(prefix, "shared", 30, (i + 1) * 100, 6, NULL, gate[0]);
+        }
+    }
+    close(gate[0]);
+    close(gate[1]); /* both start now */
+    int records = 0;
+    for (int i = 0; i < 2; i++) {
+        int code = sess_wait(pids[i]);
+        INT_EQ(code & 128, 0);
+        records += (code >> 4) & 7;
+        OK(((code >> 4) & 7) == 6);
+    }
+    ck_s3_backend *b = srv_backend(prefix, "");
+    OK(b != NULL);
+    if (!b) return;
+    INT_EQ(rec_check_records(ck_s3_backend_evidence(b), "compactions/shared/"), records);
+    printf("test_s3: two processes on one session: %d records, seqs 1..%d each once\n", records,
+           records);
+    ck_s3_backend_free(b);
+}
+
+/* The server killed mid-session: the compaction still succeeds, its outputs stay in the view
+ * and its record says why; after the restart the next call stores everything. */
+TEST(test_session_survives_a_dead_server) {
+    set_credentials(SECRET, NULL);
+    ck_s3_backend *b = srv_backend(pfx("dead"), "timeout=2&retries=1");
+    char *dir = sess_dir();
+    OK(b != NULL && dir != NULL);
+    if (!b || !dir) return;
+    ck_compactor_options o = rec_options(ck_s3_backend_evidence(b), "dead", dir);
+    o.context_window = 20000;
+    ck_error err;
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    char *j = rec_session(10, 5000, 7), *rec = NULL;
+    rec_summarizer s = {0};
+    pid_t pid = s3_server_pid(&srv);
+    OK(pid > 0 && kill(pid, SIGKILL) == 0);
+    OK(wait_state(pid, is_dead));
+    int code = 0;
+    char *down = rec_compact(k, j, &s, &rec, &code);
+    INT_EQ(code, CK_OK);
+    OK(rec && strstr(rec, "audit log not written") && strstr(rec, "S3 "));
+    OK(rec && strstr(rec, "could not"));
+    seen_text_add(rec);
+    free(rec);
+    INT_EQ(srv_start(), 0);
+    char *up = rec_compact(k, j, &s, &rec, &code);
+    INT_EQ(code, CK_OK);
+    OK(rec && !strstr(rec, "audit log not written") && !strstr(rec, "could not"));
+    seen_text_add(rec);
+    free(rec);
+    /* Down, the outputs stayed; up, they left the view for the bucket. */
+    OK(down && up && strlen(down) > strlen(up) + 20000);
+    INT_EQ(rec_check_records(ck_s3_backend_evidence(b), "compactions/dead/"), 1);
+    ck_compactor_free(k);
+    OK(sess_dir_empty(dir));
+    ck_free(down);
+    ck_free(up);
+    free(j);
+    ck_s3_backend_free(b);
+}
+
+/* The `store` option: the compactor makes the S3 backend from a URL, owns it, and reports the
+ * URL without credentials; a bad URL or a backend given too is named. */
+TEST(test_store_option_offline) {
+    set_credentials(SECRET, NULL);
+    ck_compactor_options o = rec_options(NULL, NULL, "/nonexistent");
+    o.store = "s3://Bad_bucket/p?region=us-east-1";
+    ck_error err;
+    OK(ck_compactor_new(&o, &err) == NULL);
+    INT_EQ(err.code, CK_EINVAL);
+    STR_EQ(err.where, "store.bucket");
+    seen(&err);
+    ck_s3_backend *other = backend("s3://bucket?region=us-east-1", &err);
+    o.store = "s3://bucket/p?region=us-east-1";
+    o.backend = ck_s3_backend_evidence(other);
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "store");
+    ck_s3_backend_free(other);
+    o.backend = NULL;
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    OK(ck_compactor_new(&o, &err) == NULL);
+    STR_EQ(err.where, "AWS_SECRET_ACCESS_KEY");
+    seen(&err);
+    set_credentials(SECRET, NULL);
+    ck_compactor *k = ck_compactor_new(&o, &err);
+    OK(k != NULL);
+    ck_compactor_options got;
+    ck_compactor_get_options(k, &got);
+    STR_EQ(got.store, "s3://bucket/p/?region=us-east-1");
+    OK(got.backend != NULL && got.backend->put_new != NULL);
+    ck_compactor_free(k);
+}
+
+/* A session through `store` alone resumes on a second compactor and through the CLI. */
+TEST(test_store_url_resumes) {
+    set_credentials(SECRET, NULL);
+    char url[512];
+    snprintf(url, sizeof url, "s3://%s/%s?region=us-east-1&endpoint=%s", BUCKET, pfx("url"),
+             srv.endpoint);
+    char *dir = sess_dir();
+    ck_compactor_options o = rec_options(NULL, "by-url", dir);
+    o.store = url;
+    char *j = rec_session(30, 300, 11);
+    rec_check_resume(&o, j);
+    OK(sess_dir_empty(dir));
+    /* The CLI: --store with the URL; two runs in an empty folder, the second resumed. */
+    char *cli = getenv("CK_CLI") ? realpath(getenv("CK_CLI"), NULL) : NULL;
+    if (cli) {
+        char *run = sess_dir(), path[200], cmd[2048];
+        snprintf(path, sizeof path, "%s/h.json", run);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(j, f);
+            fclose(f);
+        }
+        for (int i = 1; i <= 2; i++) {
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && '%s' compact h.json --window 3500 --keep-tail 4 --estimator "
+                     "chars4 --summary-max-tokens 300 --session cli-s3 --store '%s' -o out%d.json"
+                     " 2>err%d.txt",
+                     run, cli, url, i, i);
+            INT_EQ(system(cmd), 0);
+        }
+        snprintf(cmd, sizeof cmd, "cd '%s' && cmp -s out1.json out2.json && test -z \"$(ls -A |"
+                                  " grep -v -e '^h.json$' -e '^out' -e '^err')\" && rm -rf '%s'",
+                 run, run);
+        INT_EQ(system(cmd), 0);
+        ck_s3_backend *b = srv_backend(pfx("url"), "");
+        OK(b && rec_check_records(ck_s3_backend_evidence(b), "compactions/cli-s3/") == 1);
+        ck_s3_backend_free(b);
+        free(cli);
+    }
+    free(j);
+}
+
 /* Run last: no error text any test saw holds a credential. */
 TEST(test_no_credentials_in_errors) {
     OK(seen_text != NULL && seen_len > 0);
@@ -1175,6 +1487,7 @@ int main(void) {
     RUN(test_put_new_after_lost_attempt)
     RUN(test_list_replies)
     RUN(test_one_deadline_per_call)
+    RUN(test_store_option_offline)
     if (srv_setup() == 0) {
         RUN(test_round_trips)
         RUN(test_put_new_conflict)
@@ -1186,6 +1499,10 @@ int main(void) {
         RUN(test_session_token)
         RUN(test_server_stalled)
         RUN(test_server_killed_and_restarted)
+        RUN(test_session_moves_to_another_process)
+        RUN(test_two_processes_one_session)
+        RUN(test_session_survives_a_dead_server)
+        RUN(test_store_url_resumes)
         s3_server_remove(&srv);
     }
     RUN(test_no_credentials_in_errors)

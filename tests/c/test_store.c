@@ -289,7 +289,7 @@ TEST(permissions_and_layout) {
     mode_t old = umask(022);
     ck__store *s = ck__store_new(at("perm/deeper/store"), "s", NULL);
     INT_EQ(put(s, "x", 1, "data", 4), 0);
-    INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{}", 2, NULL), CK_OK);
     const char *dirs[] = {"perm", "perm/deeper", "perm/deeper/store",
                           "perm/deeper/store/tool_results", "perm/deeper/store/tool_results/s",
                           "perm/deeper/store/compactions"};
@@ -314,10 +314,10 @@ TEST(permissions_and_layout) {
 TEST(folders_made_when_needed) {
     ck__store *s = ck__store_new(at("remade/store"), "s", NULL);
     INT_EQ(put(s, "a", 1, "one", 3), 0);
-    INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{}", 2, NULL), CK_OK);
     h_remove_tree(at("remade"));
     INT_EQ(put(s, "b", 1, "two", 3), 0);
-    INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{}", 2, NULL), CK_OK);
     struct stat st;
     OK(stat(at("remade/store/tool_results/s/b.txt"), &st) == 0);
     OK(stat(at("remade/store/compactions/s.jsonl"), &st) == 0);
@@ -334,7 +334,7 @@ TEST(folders_made_when_needed) {
     char want[PATH_MAX + 64];
     snprintf(want, sizeof want, "%s", at("way/deep/store/tool_results/s"));
     STR_EQ(err.where, want);
-    INT_EQ(ck__store_append_record(s, "{}", 2, &err), CK_EIO);
+    INT_EQ(ck__store_append_record(s, 0, "{}", 2, &err), CK_EIO);
     STR_EQ(err.where, at("way/deep/store/compactions"));
     /* The paths were cut and restored while the folders were tried: later calls see them whole. */
     char *path = ck__store_path(s, "id", 2);
@@ -376,7 +376,7 @@ static void all_refused(const char *dir, const char *target, const char *evidenc
         INT_EQ(ck__store_search(s, "id", 2, "data", 10, NULL, 0, &out, &len, &err), CK_EIO);
     }
     if (log_where) {
-        INT_EQ(ck__store_append_record(s, "{\"r\":1}", 7, &err), CK_EIO);
+        INT_EQ(ck__store_append_record(s, 0, "{\"r\":1}", 7, &err), CK_EIO);
         STR_EQ(err.where, log_where);
         INT_EQ(ck__store_last_record(s, &out, &len, &err), CK_EIO);
         STR_EQ(err.where, log_where);
@@ -433,7 +433,7 @@ TEST(symlinks) {
     OK(mkdir(real_dir, 0700) == 0 && symlink(real_dir, at("sym/named")) == 0);
     ck__store *s = ck__store_new(at("sym/named"), "sess", NULL);
     INT_EQ(put(s, "id", 2, "kept\n", 5), 0);
-    INT_EQ(ck__store_append_record(s, "{}", 2, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{}", 2, NULL), CK_OK);
     struct stat st;
     OK(stat(at("sym/real/tool_results/sess/id.txt"), &st) == 0);
     OK(stat(at("sym/real/compactions/sess.jsonl"), &st) == 0);
@@ -549,7 +549,7 @@ static void put_fails(const char *dir, int log_too) {
     OK(err.where[0] != '\0');
     INT_EQ(existed, 0);
     if (log_too) {
-        INT_EQ(ck__store_append_record(s, "{}", 2, &err), CK_EIO);
+        INT_EQ(ck__store_append_record(s, 0, "{}", 2, &err), CK_EIO);
         OK(err.where[0] != '\0');
     }
     ck__store_free(s);
@@ -603,7 +603,7 @@ TEST(io_failures) {
     char *out = (char *)1;
     INT_EQ(ck__store_last_record(s, &out, NULL, &err), CK_EIO);
     OK(out == NULL);
-    INT_EQ(ck__store_append_record(s, "{}", 2, &err), CK_EIO);
+    INT_EQ(ck__store_append_record(s, 0, "{}", 2, &err), CK_EIO);
     ck__store_free(s);
 }
 
@@ -702,11 +702,11 @@ TEST(audit_log) {
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     OK(out == NULL);
     INT_EQ(len, 0);
-    INT_EQ(ck__store_append_record(s, "{\"a\":1}", 7, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{\"a\":1}", 7, NULL), CK_OK);
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     MEM_EQ(out, len, "{\"a\":1}");
     ck_free(out);
-    INT_EQ(ck__store_append_record(s, "{\"b\":\n2}", 8, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{\"b\":\n2}", 8, NULL), CK_OK);
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     MEM_EQ(out, len, "{\"b\": 2}");
     ck_free(out);
@@ -719,7 +719,7 @@ TEST(audit_log) {
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     MEM_EQ(out, len, "{\"b\": 2}");
     ck_free(out);
-    INT_EQ(ck__store_append_record(s, "{\"d\":4}", 7, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, "{\"d\":4}", 7, NULL), CK_OK);
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     MEM_EQ(out, len, "{\"d\":4}");
     ck_free(out);
@@ -740,7 +740,7 @@ TEST(audit_log) {
     char rec[100];
     for (int i = 0; i < 3000; i++) {
         int k = snprintf(rec, sizeof rec, "{\"i\":%d,\"pad\":\"%040d\"}", i, i);
-        ck__store_append_record(s, rec, (size_t)k, NULL);
+        ck__store_append_record(s, 0, rec, (size_t)k, NULL);
     }
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     MEM_EQ(out, len, "{\"i\":2999,\"pad\":\"0000000000000000000000000000000000002999\"}");
@@ -750,7 +750,7 @@ TEST(audit_log) {
     memset(big, 'q', big_len);
     big[0] = '{';
     big[big_len - 1] = '}';
-    INT_EQ(ck__store_append_record(s, big, big_len, NULL), CK_OK);
+    INT_EQ(ck__store_append_record(s, 0, big, big_len, NULL), CK_OK);
     INT_EQ(ck__store_last_record(s, &out, &len, NULL), CK_OK);
     OK(out && len == big_len && memcmp(out, big, big_len) == 0);
     ck_free(out);
@@ -792,7 +792,7 @@ TEST(concurrent_processes) {
                     bad |= ck__store_put(s, id, (size_t)il, data, (size_t)dl, NULL, NULL) != 0;
                 }
                 int rl = snprintf(rec, sizeof rec, "{\"kid\":%d,\"i\":%d}", k, i);
-                bad |= ck__store_append_record(s, rec, (size_t)rl, NULL) != 0;
+                bad |= ck__store_append_record(s, 0, rec, (size_t)rl, NULL) != 0;
             }
             ck__store_free(s);
             _exit(bad);
@@ -856,7 +856,7 @@ TEST(allocation_failures) {
             OK(rc == CK_OK || rc == CK_ENOMEM || rc == CK_EINVAL);
             ck_free(out);
             out = NULL;
-            rc = ck__store_append_record(s, "{\"r\":1}", 7, &err);
+            rc = ck__store_append_record(s, 0, "{\"r\":1}", 7, &err);
             OK(rc == CK_OK || rc == CK_ENOMEM);
             rc = ck__store_last_record(s, &out, &len, &err);
             OK(rc == CK_OK || rc == CK_ENOMEM);

@@ -86,7 +86,7 @@ describe('new Compactor()', () => {
       contextWindow: 5000, sessionId: 'opts', storeDir: store, warn: 0.5, soft: 0.6, full: 0.7,
       emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
       summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
-      pinFirstUser: false, backendTimeout: 2.5, target: 0.4, keepTailTokens: 900,
+      pinFirstUser: false, backendTimeout: 2.5, target: 0.4, keepTailTokens: 900, store: null,
     });
   });
 

@@ -147,6 +147,20 @@ static PyObject *to_utf8(const ck_module_state *st, PyObject *obj, const char *n
     return bytes;
 }
 
+/* A str-or-None option: its UTF-8 bytes in *ref (kept until the core copied them) and *out
+ * pointing into them; untouched for None or absent. */
+static int str_option(const ck_module_state *st, PyObject *obj, const char *name,
+                      PyObject **ref, const char **out) {
+    if (!obj || obj == Py_None) return 0;
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, MSG_OPT_STR_TYPE, name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (!(*ref = to_utf8(st, obj, name, 1))) return -1;
+    *out = PyBytes_AS_STRING(*ref);
+    return 0;
+}
+
 /* An evidence ref: a tool-call id (str) or the path a placeholder states (str, bytes or
  * os.PathLike). Returns a new bytes object. */
 static PyObject *to_ref(const ck_module_state *st, PyObject *obj) {
@@ -630,12 +644,12 @@ typedef struct compactor_args {
     PyObject *context_window, *session_id, *store_dir, *warn, *soft, *full, *emergency;
     PyObject *keep_tail, *offload_threshold, *tool_offload_threshold, *summary_max_tokens;
     PyObject *estimator, *format, *pin_first_user, *retention, *backend, *backend_timeout;
-    PyObject *awaiter, *target, *keep_tail_tokens;
+    PyObject *awaiter, *target, *keep_tail_tokens, *store;
 } compactor_args;
 
 /* What the options point at until ck_compactor_new() has copied it. */
 typedef struct option_refs {
-    PyObject *session, *store; /* bytes */
+    PyObject *session, *store, *url; /* bytes */
     PyObject *patterns;        /* list of bytes: the retention patterns */
     ck_retention *retention;   /* PyMem_Calloc */
 } option_refs;
@@ -643,6 +657,7 @@ typedef struct option_refs {
 static void option_refs_dispose(option_refs *refs) {
     Py_CLEAR(refs->session);
     Py_CLEAR(refs->store);
+    Py_CLEAR(refs->url);
     Py_CLEAR(refs->patterns);
     PyMem_Free(refs->retention);
     refs->retention = NULL;
@@ -825,15 +840,10 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
         }
         if (a->pin_first_user == Py_False) opt->flags |= CK_OPT_NO_PIN_FIRST_USER;
     }
-    if (a->session_id && a->session_id != Py_None) {
-        if (!PyUnicode_Check(a->session_id)) {
-            PyErr_Format(PyExc_TypeError, MSG_OPT_STR_TYPE, "session_id",
-                         Py_TYPE(a->session_id)->tp_name);
-            return -1;
-        }
-        if (!(refs->session = to_utf8(st, a->session_id, "session_id", 1))) return -1;
-        opt->session_id = PyBytes_AS_STRING(refs->session);
-    }
+    if (str_option(st, a->session_id, "session_id", &refs->session, &opt->session_id) < 0)
+        return -1;
+    /* "s3://...": the core makes the built-in S3 backend from it. */
+    if (str_option(st, a->store, "store", &refs->url, &opt->store) < 0) return -1;
     if (a->store_dir) {
         /* str, bytes or os.PathLike; a NUL inside raises ValueError, another type TypeError. */
         if (!PyUnicode_FSConverter(a->store_dir, &refs->store)) return -1;
@@ -891,20 +901,21 @@ static PyObject *compactor_new(PyTypeObject *type, PyObject *args, PyObject *kwa
                              "awaiter",
                              "target",
                              "keep_tail_tokens",
+                             "store",
                              NULL};
     ck_module_state *st = (ck_module_state *)PyType_GetModuleState(type);
     compactor_args a;
     memset(&a, 0, sizeof a);
     if (!st ||
         !PyArg_ParseTupleAndKeywords(
-            args, kwargs, "O|$OOOOOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
+            args, kwargs, "O|$OOOOOOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
             &a.session_id, &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency, &a.keep_tail,
             &a.offload_threshold, &a.tool_offload_threshold, &a.summary_max_tokens, &a.estimator,
             &a.format, &a.pin_first_user, &a.retention, &a.backend, &a.backend_timeout,
-            &a.awaiter, &a.target, &a.keep_tail_tokens))
+            &a.awaiter, &a.target, &a.keep_tail_tokens, &a.store))
         return NULL;
     ck_compactor_options opt;
-    option_refs refs = {NULL, NULL, NULL, NULL};
+    option_refs refs = {NULL, NULL, NULL, NULL, NULL};
     /* Made first: the counter and the backend the core calls back live in it. */
     ck_py_compactor *self = (ck_py_compactor *)type->tp_alloc(type, 0);
     if (!self) return NULL;
@@ -1321,9 +1332,9 @@ static PyObject *compactor_get_options(PyObject *op, void *closure) {
     }
     /* N steals: store, estimator and retention are released with the dict. */
     return Py_BuildValue(
-        "{s:K,s:s,s:N,s:d,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O,s:d}",
+        "{s:K,s:s,s:N,s:z,s:d,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O,s:d}",
         "context_window", (unsigned long long)o.context_window, "session_id", o.session_id,
-        "store_dir", store, "warn", o.warn, "soft", o.soft, "full", o.full, "emergency",
+        "store_dir", store, "store", o.store, "warn", o.warn, "soft", o.soft, "full", o.full, "emergency",
         o.emergency, "target", o.target, "keep_tail", (unsigned int)o.keep_tail,
         "keep_tail_tokens", (unsigned long long)o.keep_tail_tokens, "offload_threshold",
         (unsigned long long)o.offload_threshold,
@@ -1340,7 +1351,7 @@ PyDoc_STRVAR(compactor_doc,
              "soft=0.7, full=0.8, emergency=0.95, keep_tail=6, offload_threshold=4000, "
              "tool_offload_threshold=10000, summary_max_tokens=None, estimator='default', "
              "format='auto', pin_first_user=True, retention=None, backend=None,\n"
-             "backend_timeout=None, awaiter=None, target=None, keep_tail_tokens=None)\n"
+             "backend_timeout=None, awaiter=None, target=None, keep_tail_tokens=None, store=None)\n"
              "--\n"
              "\n"
              "The core of ctxkeel.Compactor: one agent session's compaction state, its evidence\n"
@@ -1355,6 +1366,8 @@ PyDoc_STRVAR(compactor_doc,
              "awaiter(aw, timeout) runs an awaitable that one of them returns and gives its\n"
              "value, raising TimeoutError after backend_timeout seconds (None: the core's\n"
              "default, 10).\n"
+             "store: 's3://BUCKET/PREFIX?region=...&endpoint=...', the core's S3 backend\n"
+             "(credentials from AWS_*), which then holds evidence, audit records and state.\n"
              "Wrong types raise TypeError; bad values raise InputError naming the option.");
 PyDoc_STRVAR(begin_doc,
              "begin($self, messages, tool_tokens=0, /, *, extractive=False)\n--\n\n"
