@@ -29,7 +29,8 @@
         "node/src/convert.c",
         "node/src/host.c",
         "node/src/http.c",
-        "node/src/replay.c"
+        "node/src/replay.c",
+        "node/src/values.c"
       ],
       "include_dirs": ["csrc/include"],
       "defines": [

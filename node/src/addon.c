@@ -13,7 +13,6 @@
 
 #include "napi_util.h"
 
-const char *const ckjs_format_names[3] = {"auto", "openai", "anthropic"};
 const char *const ckjs_estimator_names[3] = {"default", "chars4", "cl100k"};
 
 /* ------------------------------------------------------------------------------------------ */
@@ -33,7 +32,7 @@ static void state_finalize(napi_env env, void *data, void *hint) {
     /* The environment is going away: there is no caller to report a failed deletion to, so
      * each reference is released on its own and the struct is freed regardless. */
     napi_ref refs[] = {state->json_stringify, state->json_parse, state->error_class,
-                       state->input_error_class, state->job_class};
+                       state->input_error_class, state->job_class, state->keys};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
         if (refs[i] && napi_delete_reference(env, refs[i]) != napi_ok) continue;
     }
@@ -204,6 +203,24 @@ int ckjs_choice(napi_env env, napi_value value, const char *what, const char *co
     }
     ckjs_throw_range_error(env, "%s must be %s", what, list);
     return -1;
+}
+
+int ckjs_format_arg(napi_env env, napi_value value, const char *what, ck_format *out) {
+    napi_valuetype type = napi_undefined;
+    if (value) NODE_API_CALL_BASE(env, napi_typeof(env, value, &type), -1);
+    if (type == napi_string) {
+        char buf[32];
+        size_t len = 0;
+        NODE_API_CALL_BASE(env, napi_get_value_string_utf8(env, value, buf, sizeof buf, &len), -1);
+        if (len < sizeof buf - 1 && ck_format_from_name(buf, len, out) == CK_OK) return 0;
+    }
+    /* Undefined keeps *out; anything else is refused with the list of names. */
+    const char *names[CK_FORMAT_COUNT];
+    for (int i = 0; i < CK_FORMAT_COUNT; i++) names[i] = ck_format_name((ck_format)i);
+    int choice = (int)*out;
+    if (ckjs_choice(env, value, what, names, CK_FORMAT_COUNT, choice, &choice)) return -1;
+    *out = (ck_format)choice;
+    return 0;
 }
 
 napi_value ckjs_string(napi_env env, const char *s, size_t len) {
@@ -632,6 +649,15 @@ NAPI_MODULE_INIT() {
     NODE_API_CALL(env, napi_create_reference(env, stringify, 1, &state->json_stringify));
     NODE_API_CALL(env, napi_get_named_property(env, json, "parse", &parse));
     NODE_API_CALL(env, napi_create_reference(env, parse, 1, &state->json_parse));
+    /* The field names the dialects read, made once (values.c looks them up by ck_key). */
+    napi_value keys, key;
+    NODE_API_CALL(env, napi_create_array_with_length(env, CK_KEY_COUNT, &keys));
+    for (uint32_t i = 0; i < CK_KEY_COUNT; i++) {
+        NODE_API_CALL(env, napi_create_string_utf8(env, ck_key_name((ck_key)i), NAPI_AUTO_LENGTH,
+                                                   &key));
+        NODE_API_CALL(env, napi_set_element(env, keys, i, key));
+    }
+    NODE_API_CALL(env, napi_create_reference(env, keys, 1, &state->keys));
 
     napi_value version, codes, estimators;
     NODE_API_CALL(env, napi_create_string_utf8(env, ck_version(), NAPI_AUTO_LENGTH, &version));

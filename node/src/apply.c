@@ -402,9 +402,11 @@ napi_value ckjs_view_apply(napi_env env, const ckjs_messages *src, const ck_view
 /* checkPairs / repairPairs                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Reads the (messages, format) arguments that both pair functions take. Returns 0, or -1 with
- * an exception pending. */
-static int pair_args(napi_env env, napi_callback_info info, napi_value *messages, int *format) {
+/* Reads the (messages, format) arguments that both pair functions take and the messages into
+ * a new history through the core's format layer (self->history). Returns 0, or -1 with an
+ * exception pending. */
+static int pair_args(napi_env env, napi_callback_info info, napi_value *messages,
+                     ck_format *format, ckjs_values *self) {
     size_t argc = 2;
     napi_value argv[2] = {NULL, NULL};
     bool is_array = false;
@@ -416,8 +418,22 @@ static int pair_args(napi_env env, napi_callback_info info, napi_value *messages
         return -1;
     }
     *messages = argv[0];
-    return ckjs_choice(env, argc > 1 ? argv[1] : NULL, "options.format", ckjs_format_names, 3,
-                       CK_FORMAT_AUTO, format);
+    *format = CK_FORMAT_AUTO;
+    if (ckjs_format_arg(env, argc > 1 ? argv[1] : NULL, "options.format", format)) return -1;
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    if (!h) {
+        ckjs_fail(env, CK_ENOMEM, NULL);
+        return -1;
+    }
+    ckjs_values_init(self, env, h);
+    ck_error err;
+    int rc = ckjs_values_read(self, argv[0], 0, *format, format, &err);
+    if (rc) {
+        ck_history_free(h);
+        ckjs_fail(env, rc, &err);
+        return -1;
+    }
+    return 0;
 }
 
 static napi_value violation_object(napi_env env, const ck_pair_violation *v, const ck_history *h,
@@ -460,44 +476,37 @@ static napi_value violations_array(napi_env env, const ck_pair_violation *v, siz
 
 napi_value ckjs_check_pairs(napi_env env, napi_callback_info info) {
     napi_value messages;
-    int format;
-    if (pair_args(env, info, &messages, &format)) return NULL;
-    ckjs_messages src;
-    ck_error err;
-    int rc = ckjs_messages_read(env, messages, &src, &err);
-    if (rc) return ckjs_fail(env, rc, &err);
+    ck_format format;
+    ckjs_values src;
+    if (pair_args(env, info, &messages, &format, &src)) return NULL;
     ck_pair_violation *v = NULL;
     size_t n = 0;
-    ck_format resolved = CK_FORMAT_OPENAI;
+    ck_error err;
     napi_value result = NULL;
-    if ((rc = ck_history_format(src.history, (ck_format)format, &resolved, &err)) ||
-        (rc = ck_check_pairs(src.history, resolved, &v, &n, &err)))
+    int rc = ck_check_pairs(src.history, format, &v, &n, &err);
+    if (rc)
         ckjs_fail(env, rc, &err);
     else
-        result = violations_array(env, v, n, src.history, resolved);
+        result = violations_array(env, v, n, src.history, format);
     ck_free(v);
-    ckjs_messages_dispose(&src);
+    ck_history_free(src.history);
     return result;
 }
 
 napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info) {
     napi_value messages;
-    int format;
-    if (pair_args(env, info, &messages, &format)) return NULL;
-    ckjs_messages src;
-    ck_error err;
-    int rc = ckjs_messages_read(env, messages, &src, &err);
-    if (rc) return ckjs_fail(env, rc, &err);
+    ck_format format;
+    ckjs_values src;
+    if (pair_args(env, info, &messages, &format, &src)) return NULL;
     ck_view *view = NULL;
-    ck_format resolved = CK_FORMAT_OPENAI;
+    ck_error err;
     napi_value result = NULL;
-    /* The format is resolved first so that new messages are built in the detected shape. */
-    if ((rc = ck_history_format(src.history, (ck_format)format, &resolved, &err)) ||
-        (rc = ck_repair_pairs(src.history, resolved, &view, &err)))
+    int rc = ck_repair_pairs(src.history, format, &view, &err);
+    if (rc)
         ckjs_fail(env, rc, &err);
     else
-        result = ckjs_view_apply(env, &src, view, resolved);
+        result = ckjs_values_build(&src, view);
     ck_view_free(view);
-    ckjs_messages_dispose(&src);
+    ck_history_free(src.history);
     return result;
 }

@@ -449,12 +449,11 @@ static int string_option(option_reader *r, const char *key, char **out) {
     return 0;
 }
 
-static int choice_option(option_reader *r, const char *key, const char *const *names, int n,
-                         int *out) {
+static int format_option(option_reader *r, const char *key, ck_format *out) {
     napi_value value;
     napi_valuetype type;
     if (read_option(r, key, &value, &type)) return -1;
-    return ckjs_choice(r->env, type == napi_undefined ? NULL : value, r->name, names, n, *out, out);
+    return ckjs_format_arg(r->env, type == napi_undefined ? NULL : value, r->name, out);
 }
 
 /* Reads a boolean argument. Returns 0, or -1 with a TypeError naming `what` pending. */
@@ -691,7 +690,7 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
     r.obj = obj;
     napi_value value;
     napi_valuetype type;
-    int format = CK_FORMAT_AUTO;
+    ck_format format = CK_FORMAT_AUTO;
     if (read_option(&r, "contextWindow", &value, &type)) return -1;
     if (type == napi_undefined) {
         ckjs_throw_type_error(env, "options.contextWindow is required");
@@ -709,9 +708,8 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
     uint64_t keep_tail = 0;
     if (integer_option(&r, "keepTail", 1, 4294967295.0, &keep_tail)) return -1;
     o->keep_tail = (uint32_t)keep_tail;
-    if (estimator_option(&r, st, o) || choice_option(&r, "format", ckjs_format_names, 3, &format))
-        return -1;
-    o->format = (ck_format)format;
+    if (estimator_option(&r, st, o) || format_option(&r, "format", &format)) return -1;
+    o->format = format;
     if (read_option(&r, "pinFirstUser", &value, &type)) return -1;
     if (type != napi_undefined) {
         bool pin = true;
@@ -1378,7 +1376,7 @@ static napi_value compactor_options(napi_env env, napi_callback_info info) {
         set_value(env, obj, "target", number_value(env, o.target)) ||
         set_value(env, obj, "keepTailTokens", number_value(env, (double)o.keep_tail_tokens)) ||
         set_value(env, obj, "estimator", cstring_value(env, ckjs_estimator_names[o.estimator])) ||
-        set_value(env, obj, "format", cstring_value(env, ckjs_format_names[o.format])) ||
+        set_value(env, obj, "format", cstring_value(env, ck_format_name(o.format))) ||
         set_value(env, obj, "pinFirstUser",
                   bool_value(env, !(o.flags & CK_OPT_NO_PIN_FIRST_USER))) ||
         set_value(env, obj, "backendTimeout", number_value(env, o.backend_timeout)))

@@ -55,6 +55,7 @@ typedef struct ckjs_state {
     napi_ref error_class;       /* ctxkeel.Error from index.js; NULL when the addon is used bare */
     napi_ref input_error_class; /* ctxkeel.InputError, likewise */
     napi_ref job_class;         /* the Job constructor (compactor.c); never exported */
+    napi_ref keys;              /* an array of the field names of ck_key_name(), by ck_key */
 } ckjs_state;
 
 /* The state of the instance that `env` belongs to (NULL only if loading failed half-way). */
@@ -105,9 +106,13 @@ const char *ckjs_type_name(napi_env env, napi_value value);
 int ckjs_choice(napi_env env, napi_value value, const char *what, const char *const *names,
                 int n_names, int fallback, int *out);
 
-/* The accepted values of the `format` and `estimator` options, in ck_format/ck_estimator order. */
-extern const char *const ckjs_format_names[3];
+/* The accepted values of the `estimator` option, in ck_estimator order. */
 extern const char *const ckjs_estimator_names[3];
+
+/* Reads an optional format name (any ck_format_from_name() takes): undefined keeps *out;
+ * another string -> RangeError; another type -> TypeError, both naming `what` and listing the
+ * names. Returns 0, or -1 with an exception pending. */
+int ckjs_format_arg(napi_env env, napi_value value, const char *what, ck_format *out);
 
 /* Returns a new JS string holding `len` bytes of UTF-8 `s`, or NULL with an exception
  * pending. */
@@ -141,6 +146,31 @@ int ckjs_get_args(napi_env env, napi_callback_info info, napi_value *argv, size_
  */
 int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
                         napi_value *this_arg, napi_value *options);
+
+/* ------------------------------------------------------------------------------------------ */
+/* values.c - the core's host reader and builder over JS values                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A read or a build of JS messages through the core's format layer, within one call. */
+typedef struct ckjs_values {
+    napi_env env;
+    ck_history *history; /* read into; strings copied into its storage */
+    size_t taken;        /* bytes of that storage the strings took */
+    ck_host_reader reader;
+    napi_value keys;     /* the addon's array of field names, fetched once per call */
+    napi_value key[CK_KEY_COUNT];
+} ckjs_values;
+
+void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history);
+
+/* ck_history_read() of the JS array `list`. Returns CK_OK, a core status with `err` naming the
+ * place, or CKJS_THROWN (a getter threw; the exception is pending). */
+int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
+                     ck_format *format_out, ck_error *err);
+
+/* ck_view_build() of `view` over the history read in this call. NULL with an exception
+ * pending on failure. */
+napi_value ckjs_values_build(ckjs_values *self, const ck_view *view);
 
 /* ------------------------------------------------------------------------------------------ */
 /* convert.c - JS messages to a ck_history                                                    */

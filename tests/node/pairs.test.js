@@ -352,7 +352,7 @@ describe('format detection', () => {
       assert.throws(() => fn(mixed), (err) => {
         assert.equal(err.code, 'CK_EFORMAT');
         assert.equal(err.index, 3);
-        assert.match(err.message, /^ctxkeel: messages\[3\]: messages mix OpenAI and Anthropic shapes/);
+        assert.match(err.message, /^ctxkeel: messages\[3\] \(anthropic, not openai\): a message of another format/);
         assert.ok(err instanceof ctxkeel.InputError);
         return true;
       });

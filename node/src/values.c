@@ -1,0 +1,256 @@
+/*
+ * values.c - the core's host reader and host builder over JS values (ctxkeel.h, "Host
+ * values"), so that the dialects of csrc/src/fmt_*.c read and build Node's messages as they
+ * do the CLI's JSON.
+ *
+ * A ck_value is a napi_value in `ptr`, valid in the handle scope of the call that read or
+ * made it. Strings are copied once into the history's storage (ck_history_alloc()), so the
+ * history outlives the call and may be read on a worker. A JS exception raised inside a
+ * callback (a getter threw) is left pending and reported as CKJS_THROWN, which the core hands
+ * back unchanged; the caller then returns with it pending.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "napi_util.h"
+
+static napi_value js(ck_value v) { return (napi_value)v.ptr; }
+static ck_value wrap(napi_value v) { return (ck_value){(void *)v, 0}; }
+
+/* The key napi_value of `key`: the addon's own string, fetched once per call. */
+static int key_value(ckjs_values *self, ck_key key, napi_value *out) {
+    napi_env env = self->env;
+    if ((unsigned)key >= CK_KEY_COUNT) return CK_EINVAL;
+    if (!self->key[key]) {
+        if (!self->keys) {
+            ckjs_state *state = ckjs_state_get(env);
+            if (!state || !state->keys) return CK_EINVAL;
+            NODE_API_CALL_RC(env, napi_get_reference_value(env, state->keys, &self->keys));
+        }
+        NODE_API_CALL_RC(env, napi_get_element(env, self->keys, (uint32_t)key, &self->key[key]));
+    }
+    *out = self->key[key];
+    return CK_OK;
+}
+
+/* ---- the reader ---- */
+
+static ck_value_kind rd_kind(void *ctx, ck_value v) {
+    ckjs_values *self = ctx;
+    napi_valuetype type;
+    if (!v.ptr) return CK_VALUE_ABSENT;
+    if (napi_typeof(self->env, js(v), &type) != napi_ok) return CK_VALUE_OTHER;
+    switch (type) {
+        case napi_undefined: return CK_VALUE_ABSENT;
+        case napi_null: return CK_VALUE_NULL;
+        case napi_boolean: return CK_VALUE_BOOL;
+        case napi_number: return CK_VALUE_NUMBER;
+        case napi_string: return CK_VALUE_STRING;
+        case napi_object: {
+            bool is_array = false;
+            if (napi_is_array(self->env, js(v), &is_array) != napi_ok) return CK_VALUE_OTHER;
+            return is_array ? CK_VALUE_ARRAY : CK_VALUE_OBJECT;
+        }
+        default: return CK_VALUE_OTHER;
+    }
+}
+
+static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value name, value;
+    int rc = key_value(self, key, &name);
+    if (rc) return rc;
+    NODE_API_CALL_RC(self->env, napi_get_property(self->env, js(v), name, &value));
+    napi_valuetype type;
+    NODE_API_CALL_RC(self->env, napi_typeof(self->env, value, &type));
+    if (type == napi_undefined) return 0;
+    *out = wrap(value);
+    return 1;
+}
+
+static int rd_count(void *ctx, ck_value v, size_t *n) {
+    ckjs_values *self = ctx;
+    uint32_t len = 0;
+    NODE_API_CALL_RC(self->env, napi_get_array_length(self->env, js(v), &len));
+    *n = len;
+    return CK_OK;
+}
+
+static int rd_item(void *ctx, ck_value v, size_t i, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value value;
+    NODE_API_CALL_RC(self->env, napi_get_element(self->env, js(v), (uint32_t)i, &value));
+    *out = wrap(value);
+    return CK_OK;
+}
+
+/* Copies the JS string `value` into the history's storage. */
+static int copy_string(ckjs_values *self, napi_value value, const char **s, size_t *len) {
+    size_t n = 0;
+    NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, NULL, 0, &n));
+    if (n > CK_MAX_STRING) return CK_ETOOBIG;
+    char *buf = ck_history_alloc(self->history, n + 1);
+    if (!buf) return CK_ENOMEM;
+    NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, buf, n + 1, len));
+    self->taken += n + 1;
+    *s = buf;
+    return CK_OK;
+}
+
+static int rd_string(void *ctx, ck_value v, const char **s, size_t *len) {
+    return copy_string(ctx, js(v), s, len);
+}
+
+static int rd_boolean(void *ctx, ck_value v, int *out) {
+    ckjs_values *self = ctx;
+    bool b = false;
+    NODE_API_CALL_RC(self->env, napi_get_value_bool(self->env, js(v), &b));
+    *out = b;
+    return CK_OK;
+}
+
+static int rd_json(void *ctx, ck_value v, const char **s, size_t *len) {
+    ckjs_values *self = ctx;
+    napi_value text;
+    int rc = ckjs_json_stringify(self->env, js(v), &text);
+    if (rc) return rc;
+    napi_valuetype type;
+    NODE_API_CALL_RC(self->env, napi_typeof(self->env, text, &type));
+    if (type != napi_string) {
+        *s = "null";
+        *len = 4;
+        return CK_OK;
+    }
+    return copy_string(self, text, s, len);
+}
+
+void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history) {
+    memset(self, 0, sizeof *self);
+    self->env = env;
+    self->history = history;
+    self->reader = (ck_host_reader){self,       rd_kind,   rd_field,   rd_count,
+                                    rd_item,    rd_string, rd_boolean, rd_json};
+}
+
+int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
+                     ck_format *format_out, ck_error *err) {
+    return ck_history_read(self->history, &self->reader, wrap(list), from, format, format_out,
+                           err);
+}
+
+/* ---- the builder ---- */
+
+static int b_object(void *ctx, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value obj;
+    NODE_API_CALL_RC(self->env, napi_create_object(self->env, &obj));
+    *out = wrap(obj);
+    return CK_OK;
+}
+
+static int b_message(void *ctx, ck_value like, const char *type, ck_value *out) {
+    (void)like;
+    (void)type;
+    return b_object(ctx, out);
+}
+
+static int b_array(void *ctx, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value arr;
+    NODE_API_CALL_RC(self->env, napi_create_array(self->env, &arr));
+    *out = wrap(arr);
+    return CK_OK;
+}
+
+static int b_string(void *ctx, const char *s, size_t len, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value str = ckjs_string(self->env, s, len);
+    if (!str) return CKJS_THROWN;
+    *out = wrap(str);
+    return CK_OK;
+}
+
+static int b_boolean(void *ctx, int v, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value b;
+    NODE_API_CALL_RC(self->env, napi_get_boolean(self->env, v != 0, &b));
+    *out = wrap(b);
+    return CK_OK;
+}
+
+static int b_json(void *ctx, const char *json, size_t len, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_value v;
+    int rc = ckjs_json_parse(self->env, json, len, &v);
+    if (!rc) *out = wrap(v);
+    return rc;
+}
+
+static int b_set(void *ctx, ck_value obj, ck_key key, ck_value v) {
+    ckjs_values *self = ctx;
+    napi_value name;
+    int rc = key_value(self, key, &name);
+    if (rc) return rc;
+    NODE_API_CALL_RC(self->env, napi_set_property(self->env, js(obj), name, js(v)));
+    return CK_OK;
+}
+
+static int b_push(void *ctx, ck_value arr, ck_value v) {
+    ckjs_values *self = ctx;
+    uint32_t len = 0;
+    NODE_API_CALL_RC(self->env, napi_get_array_length(self->env, js(arr), &len));
+    NODE_API_CALL_RC(self->env, napi_set_element(self->env, js(arr), len, js(v)));
+    return CK_OK;
+}
+
+/* Every own enumerable property of `v`, the same values: Object.assign({}, v). */
+static int b_copy(void *ctx, ck_value v, ck_value *out) {
+    ckjs_values *self = ctx;
+    napi_env env = self->env;
+    napi_value obj, keys;
+    NODE_API_CALL_RC(env, napi_create_object(env, &obj));
+    NODE_API_CALL_RC(env, napi_get_all_property_names(env, js(v), napi_key_own_only,
+                                                      napi_key_enumerable, napi_key_numbers_to_strings,
+                                                      &keys));
+    uint32_t n = 0;
+    NODE_API_CALL_RC(env, napi_get_array_length(env, keys, &n));
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value key, value;
+        NODE_API_CALL_RC(env, napi_get_element(env, keys, i, &key));
+        NODE_API_CALL_RC(env, napi_get_property(env, js(v), key, &value));
+        NODE_API_CALL_RC(env, napi_set_property(env, obj, key, value));
+    }
+    *out = wrap(obj);
+    return CK_OK;
+}
+
+static int b_ref(void *ctx, ck_value v, ck_value *out) {
+    (void)ctx;
+    *out = v;
+    return CK_OK;
+}
+
+static int b_unset(void *ctx, ck_value obj, ck_key key) {
+    ckjs_values *self = ctx;
+    napi_value name;
+    int rc = key_value(self, key, &name);
+    if (rc) return rc;
+    NODE_API_CALL_RC(self->env, napi_delete_property(self->env, js(obj), name, NULL));
+    return CK_OK;
+}
+
+/* Values made here belong to the handle scope of the call; nothing to release. */
+static void b_drop(void *ctx, ck_value v) {
+    (void)ctx;
+    (void)v;
+}
+
+napi_value ckjs_values_build(ckjs_values *self, const ck_view *view) {
+    const ck_host_builder b = {self,   b_object, b_message, b_array, b_string, b_boolean, b_json,
+                               b_set,  b_push,   b_copy,    b_ref,   b_unset,  b_drop};
+    ck_value out = {NULL, 0};
+    ck_error err;
+    int rc = ck_view_build(view, self->history, &b, &out, &err);
+    if (rc) return ckjs_fail(self->env, rc, &err);
+    return js(out);
+}
