@@ -406,7 +406,7 @@ napi_value ckjs_view_apply(napi_env env, const ckjs_messages *src, const ck_view
  * a new history through the core's format layer (self->history). Returns 0, or -1 with an
  * exception pending. */
 static int pair_args(napi_env env, napi_callback_info info, napi_value *messages,
-                     ck_format *format, ckjs_values *self) {
+                     ck_format *format, ckjs_values *self, ckjs_paths *paths) {
     size_t argc = 2;
     napi_value argv[2] = {NULL, NULL};
     bool is_array = false;
@@ -425,11 +425,12 @@ static int pair_args(napi_env env, napi_callback_info info, napi_value *messages
         ckjs_fail(env, CK_ENOMEM, NULL);
         return -1;
     }
-    ckjs_values_init(self, env, h);
+    ckjs_values_init(self, env, h, paths);
     ck_error err;
     int rc = ckjs_values_read(self, argv[0], 0, *format, format, &err);
     if (rc) {
         ck_history_free(h);
+        ckjs_paths_dispose(paths);
         ckjs_fail(env, rc, &err);
         return -1;
     }
@@ -478,7 +479,8 @@ napi_value ckjs_check_pairs(napi_env env, napi_callback_info info) {
     napi_value messages;
     ck_format format;
     ckjs_values src;
-    if (pair_args(env, info, &messages, &format, &src)) return NULL;
+    ckjs_paths paths = {0};
+    if (pair_args(env, info, &messages, &format, &src, &paths)) return NULL;
     ck_pair_violation *v = NULL;
     size_t n = 0;
     ck_error err;
@@ -490,6 +492,7 @@ napi_value ckjs_check_pairs(napi_env env, napi_callback_info info) {
         result = violations_array(env, v, n, src.history, format);
     ck_free(v);
     ck_history_free(src.history);
+    ckjs_paths_dispose(&paths);
     return result;
 }
 
@@ -497,7 +500,8 @@ napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info) {
     napi_value messages;
     ck_format format;
     ckjs_values src;
-    if (pair_args(env, info, &messages, &format, &src)) return NULL;
+    ckjs_paths paths = {0};
+    if (pair_args(env, info, &messages, &format, &src, &paths)) return NULL;
     ck_view *view = NULL;
     ck_error err;
     napi_value result = NULL;
@@ -505,8 +509,9 @@ napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info) {
     if (rc)
         ckjs_fail(env, rc, &err);
     else
-        result = ckjs_values_build(&src, view);
+        result = ckjs_values_build(&src, messages, view);
     ck_view_free(view);
     ck_history_free(src.history);
+    ckjs_paths_dispose(&paths);
     return result;
 }

@@ -151,26 +151,49 @@ int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
 /* values.c - the core's host reader and builder over JS values                              */
 /* ------------------------------------------------------------------------------------------ */
 
+/*
+ * Where every value read lies, from the message list down (list[3].content[1]): the history
+ * keeps read values for building, and the napi_values die with the call that read them, so a
+ * read value's `aux` names a path here and the builder finds the value again in the list it
+ * is given (the same list, or one whose leading messages are unchanged since). Kept with the
+ * history it describes and cut with it (ckjs_paths_truncate()).
+ */
+typedef struct ckjs_paths {
+    uint64_t *nodes; /* parent node + 1 (0: the list) << 32 | step (an index, or KEY | key) */
+    size_t n, cap;
+    uint32_t *starts; /* starts[i]: the first node of message i */
+    size_t n_starts, cap_starts;
+} ckjs_paths;
+
+/* Keeps the paths of messages [0, n) only. */
+void ckjs_paths_truncate(ckjs_paths *self, size_t n);
+void ckjs_paths_dispose(ckjs_paths *self);
+
 /* A read or a build of JS messages through the core's format layer, within one call. */
 typedef struct ckjs_values {
     napi_env env;
     ck_history *history; /* read into; strings copied into its storage */
+    ckjs_paths *paths;   /* where the values read lie */
     size_t taken;        /* bytes of that storage the strings took */
+    napi_value list;     /* the message list read, or built from */
+    napi_handle_scope scope; /* the scope of the message being read, or NULL */
     ck_host_reader reader;
-    napi_value keys;     /* the addon's array of field names, fetched once per call */
+    napi_value keys; /* the addon's array of field names, fetched once per call */
     napi_value key[CK_KEY_COUNT];
 } ckjs_values;
 
-void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history);
+void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs_paths *paths);
 
-/* ck_history_read() of the JS array `list`. Returns CK_OK, a core status with `err` naming the
- * place, or CKJS_THROWN (a getter threw; the exception is pending). */
+/* ck_history_read() of messages [from, length) of the JS array `list`, each message in its own
+ * handle scope. Returns CK_OK, a core status with `err` naming the place, or CKJS_THROWN (a
+ * getter threw; the exception is pending). */
 int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
                      ck_format *format_out, ck_error *err);
 
-/* ck_view_build() of `view` over the history read in this call. NULL with an exception
+/* ck_view_build() of `view` over self->history, finding the values read in `list` (the list
+ * read, or one whose messages the view keeps are unchanged since). NULL with an exception
  * pending on failure. */
-napi_value ckjs_values_build(ckjs_values *self, const ck_view *view);
+napi_value ckjs_values_build(ckjs_values *self, napi_value list, const ck_view *view);
 
 /* ------------------------------------------------------------------------------------------ */
 /* convert.c - JS messages to a ck_history                                                    */

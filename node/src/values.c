@@ -3,8 +3,10 @@
  * values"), so that the dialects of csrc/src/fmt_*.c read and build Node's messages as they
  * do the CLI's JSON.
  *
- * A ck_value is a napi_value in `ptr`, valid in the handle scope of the call that read or
- * made it. Strings are copied once into the history's storage (ck_history_alloc()), so the
+ * A value the builder made is a napi_value in `ptr` (aux 0). A value read is that too while it
+ * is read, and names in `aux` its path from the list (ckjs_paths), by which the builder finds
+ * it again in a later call (begin reads, finish builds) and each message can be read in its
+ * own handle scope. Strings are copied once into the history's storage (ck_history_alloc()), so the
  * history outlives the call and may be read on a worker. A JS exception raised inside a
  * callback (a getter threw) is left pending and reported as CKJS_THROWN, which the core hands
  * back unchanged; the caller then returns with it pending.
@@ -17,18 +19,64 @@
 static napi_value js(ck_value v) { return (napi_value)v.ptr; }
 static ck_value wrap(napi_value v) { return (ck_value){(void *)v, 0}; }
 
-/* The key napi_value of `key`: the addon's own string, fetched once per call. */
-static int key_value(ckjs_values *self, ck_key key, napi_value *out) {
-    napi_env env = self->env;
-    if ((unsigned)key >= CK_KEY_COUNT) return CK_EINVAL;
-    if (!self->key[key]) {
-        if (!self->keys) {
-            ckjs_state *state = ckjs_state_get(env);
-            if (!state || !state->keys) return CK_EINVAL;
-            NODE_API_CALL_RC(env, napi_get_reference_value(env, state->keys, &self->keys));
-        }
-        NODE_API_CALL_RC(env, napi_get_element(env, self->keys, (uint32_t)key, &self->key[key]));
+/* ---- paths ---- */
+
+#define STEP_KEY 0x80000000u
+#define MAX_DEPTH 16
+
+static int grow(void **items, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return CK_OK;
+    size_t cap2 = *cap ? *cap * 2 : 64;
+    while (cap2 < need) cap2 *= 2;
+    void *p = realloc(*items, cap2 * size);
+    if (!p) return CK_ENOMEM;
+    *items = p;
+    *cap = cap2;
+    return CK_OK;
+}
+
+/* A new node under `parent` (a value's aux: 0 is the list); its aux into *aux. */
+static int path_add(ckjs_paths *self, uint64_t parent, uint32_t step, uint64_t *aux) {
+    if (parent == 0 && step >= self->n_starts) {
+        if (step != self->n_starts) return CK_EINVAL;
+        if (grow((void **)&self->starts, &self->cap_starts, step + 1, sizeof *self->starts))
+            return CK_ENOMEM;
+        self->starts[self->n_starts++] = (uint32_t)self->n;
     }
+    if (self->n >= UINT32_MAX - 1) return CK_ETOOBIG;
+    if (grow((void **)&self->nodes, &self->cap, self->n + 1, sizeof *self->nodes))
+        return CK_ENOMEM;
+    self->nodes[self->n++] = parent << 32 | step;
+    *aux = self->n;
+    return CK_OK;
+}
+
+void ckjs_paths_truncate(ckjs_paths *self, size_t n) {
+    if (n >= self->n_starts) return;
+    self->n = self->starts[n];
+    self->n_starts = n;
+}
+
+void ckjs_paths_dispose(ckjs_paths *self) {
+    free(self->nodes);
+    free(self->starts);
+    memset(self, 0, sizeof *self);
+}
+
+/* The addon's field-name strings, fetched once per call, before any message scope opens. */
+static int load_keys(ckjs_values *self) {
+    napi_env env = self->env;
+    if (self->keys) return CK_OK;
+    ckjs_state *state = ckjs_state_get(env);
+    if (!state || !state->keys) return CK_EINVAL;
+    NODE_API_CALL_RC(env, napi_get_reference_value(env, state->keys, &self->keys));
+    for (uint32_t i = 0; i < CK_KEY_COUNT; i++)
+        NODE_API_CALL_RC(env, napi_get_element(env, self->keys, i, &self->key[i]));
+    return CK_OK;
+}
+
+static int key_value(ckjs_values *self, ck_key key, napi_value *out) {
+    if ((unsigned)key >= CK_KEY_COUNT) return CK_EINVAL;
     *out = self->key[key];
     return CK_OK;
 }
@@ -65,7 +113,8 @@ static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
     NODE_API_CALL_RC(self->env, napi_typeof(self->env, value, &type));
     if (type == napi_undefined) return 0;
     *out = wrap(value);
-    return 1;
+    rc = path_add(self->paths, v.aux, STEP_KEY | (uint32_t)key, &out->aux);
+    return rc ? rc : 1;
 }
 
 static int rd_count(void *ctx, ck_value v, size_t *n) {
@@ -78,10 +127,18 @@ static int rd_count(void *ctx, ck_value v, size_t *n) {
 
 static int rd_item(void *ctx, ck_value v, size_t i, ck_value *out) {
     ckjs_values *self = ctx;
+    napi_env env = self->env;
+    if (v.aux == 0) {
+        /* The next message: the values of the last one are done with (the history keeps
+         * their paths), so their handles go. */
+        if (self->scope) NODE_API_CALL_RC(env, napi_close_handle_scope(env, self->scope));
+        self->scope = NULL;
+        NODE_API_CALL_RC(env, napi_open_handle_scope(env, &self->scope));
+    }
     napi_value value;
-    NODE_API_CALL_RC(self->env, napi_get_element(self->env, js(v), (uint32_t)i, &value));
+    NODE_API_CALL_RC(env, napi_get_element(env, js(v), (uint32_t)i, &value));
     *out = wrap(value);
-    return CK_OK;
+    return path_add(self->paths, v.aux, (uint32_t)i, &out->aux);
 }
 
 /* Copies the JS string `value` into the history's storage. */
@@ -124,18 +181,30 @@ static int rd_json(void *ctx, ck_value v, const char **s, size_t *len) {
     return copy_string(self, text, s, len);
 }
 
-void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history) {
+void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs_paths *paths) {
     memset(self, 0, sizeof *self);
     self->env = env;
     self->history = history;
+    self->paths = paths;
     self->reader = (ck_host_reader){self,       rd_kind,   rd_field,   rd_count,
                                     rd_item,    rd_string, rd_boolean, rd_json};
 }
 
 int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
                      ck_format *format_out, ck_error *err) {
-    return ck_history_read(self->history, &self->reader, wrap(list), from, format, format_out,
-                           err);
+    ckjs_paths_truncate(self->paths, from);
+    self->list = list;
+    int rc = load_keys(self);
+    if (rc) return rc;
+    rc = ck_history_read(self->history, &self->reader, wrap(list), from, format, format_out,
+                             err);
+    if (self->scope && napi_close_handle_scope(self->env, self->scope) != napi_ok && !rc) {
+        ckjs_throw_last_error(self->env, "napi_close_handle_scope");
+        rc = CKJS_THROWN;
+    }
+    self->scope = NULL;
+    if (!rc) ckjs_paths_truncate(self->paths, ck_history_count(self->history));
+    return rc;
 }
 
 /* ---- the builder ---- */
@@ -203,13 +272,44 @@ static int b_push(void *ctx, ck_value arr, ck_value v) {
     return CK_OK;
 }
 
+/* The JS value of `v`: the builder's own, or a read one found again by its path. */
+static int resolve(ckjs_values *self, ck_value v, napi_value *out) {
+    if (v.aux == 0) {
+        *out = js(v);
+        return CK_OK;
+    }
+    uint32_t steps[MAX_DEPTH];
+    size_t depth = 0;
+    for (uint64_t at = v.aux; at; at = self->paths->nodes[at - 1] >> 32) {
+        if (at > self->paths->n || depth == MAX_DEPTH) return CK_EINVAL;
+        steps[depth++] = (uint32_t)self->paths->nodes[at - 1];
+    }
+    napi_env env = self->env;
+    napi_value cur = self->list;
+    while (depth-- > 0) {
+        uint32_t step = steps[depth];
+        if (step & STEP_KEY) {
+            napi_value name;
+            int rc = key_value(self, (ck_key)(step & ~STEP_KEY), &name);
+            if (rc) return rc;
+            NODE_API_CALL_RC(env, napi_get_property(env, cur, name, &cur));
+        } else {
+            NODE_API_CALL_RC(env, napi_get_element(env, cur, step, &cur));
+        }
+    }
+    *out = cur;
+    return CK_OK;
+}
+
 /* Every own enumerable property of `v`, the same values: Object.assign({}, v). */
 static int b_copy(void *ctx, ck_value v, ck_value *out) {
     ckjs_values *self = ctx;
     napi_env env = self->env;
-    napi_value obj, keys;
+    napi_value obj, keys, src;
+    int rc = resolve(self, v, &src);
+    if (rc) return rc;
     NODE_API_CALL_RC(env, napi_create_object(env, &obj));
-    NODE_API_CALL_RC(env, napi_get_all_property_names(env, js(v), napi_key_own_only,
+    NODE_API_CALL_RC(env, napi_get_all_property_names(env, src, napi_key_own_only,
                                                       napi_key_enumerable, napi_key_numbers_to_strings,
                                                       &keys));
     uint32_t n = 0;
@@ -217,7 +317,7 @@ static int b_copy(void *ctx, ck_value v, ck_value *out) {
     for (uint32_t i = 0; i < n; i++) {
         napi_value key, value;
         NODE_API_CALL_RC(env, napi_get_element(env, keys, i, &key));
-        NODE_API_CALL_RC(env, napi_get_property(env, js(v), key, &value));
+        NODE_API_CALL_RC(env, napi_get_property(env, src, key, &value));
         NODE_API_CALL_RC(env, napi_set_property(env, obj, key, value));
     }
     *out = wrap(obj);
@@ -225,9 +325,10 @@ static int b_copy(void *ctx, ck_value v, ck_value *out) {
 }
 
 static int b_ref(void *ctx, ck_value v, ck_value *out) {
-    (void)ctx;
-    *out = v;
-    return CK_OK;
+    napi_value value;
+    int rc = resolve(ctx, v, &value);
+    if (!rc) *out = wrap(value);
+    return rc;
 }
 
 static int b_unset(void *ctx, ck_value obj, ck_key key) {
@@ -245,12 +346,15 @@ static void b_drop(void *ctx, ck_value v) {
     (void)v;
 }
 
-napi_value ckjs_values_build(ckjs_values *self, const ck_view *view) {
+napi_value ckjs_values_build(ckjs_values *self, napi_value list, const ck_view *view) {
+    self->list = list;
+    int rc = load_keys(self);
+    if (rc) return ckjs_fail(self->env, rc, NULL);
     const ck_host_builder b = {self,   b_object, b_message, b_array, b_string, b_boolean, b_json,
                                b_set,  b_push,   b_copy,    b_ref,   b_unset,  b_drop};
     ck_value out = {NULL, 0};
     ck_error err;
-    int rc = ck_view_build(view, self->history, &b, &out, &err);
+    rc = ck_view_build(view, self->history, &b, &out, &err);
     if (rc) return ckjs_fail(self->env, rc, &err);
     return js(out);
 }
