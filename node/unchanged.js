@@ -153,7 +153,8 @@ function json(r, value) {
   r.put(text);
 }
 
-/** A tool result's content: a string, or a list of text items and strings. */
+/** A tool result's content: a string, or a list of items (a text item's text is joined, any
+ * other type is an attachment, so the type is recorded too) and strings. */
 function texts(r, content) {
   if (!Array.isArray(content)) {
     r.put(content);
@@ -164,6 +165,7 @@ function texts(r, content) {
   for (let m = 0; m < content.length; m++) {
     const item = content[m];
     if (isObject(item)) {
+      r.put(item.type);
       r.put(item.text);
     } else {
       r.put(NOT_OBJECT);
@@ -191,9 +193,15 @@ function block(r, item) {
     r.put(item.is_error);
     r.put(item.tool_use_id);
     texts(r, item.content);
-  } else if (type !== 'image' && type !== 'image_url') {
+  } else if (type === 'image') {
+    // An image with a source is Anthropic's: it can decide the dialect.
+    r.put(item.source !== undefined);
+  } else if (type !== 'image_url') {
+    // Kept whole: its text, thinking or data, else the text or JSON of its content.
     r.put(item.text);
     r.put(item.thinking);
+    r.put(item.data);
+    json(r, item.content);
   }
 }
 

@@ -385,6 +385,7 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                             NULL);
         h->dialect = format;
         h->dialect_decided = 1;
+        h->decided_at = 0;
     }
     for (size_t i = from; i < n; i++) {
         rd.index = i;
@@ -402,6 +403,8 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                     best_score = score;
                 }
             }
+            if (h->dialect == CK_FORMAT_AUTO)
+                h->guess = best ? best->format : CK_FORMAT_OPENAI;
             if (best_score == 2) {
                 /* The messages read before were shared ones, unless this dialect cannot read
                  * them at all (a Gemini turn has no "content"; a LangChain list after Chat
@@ -417,8 +420,9 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                 rd.index = i;
                 h->dialect = best->format;
                 h->dialect_decided = 1;
+                h->decided_at = i;
             } else if (h->dialect == CK_FORMAT_AUTO) {
-                h->dialect = best ? best->format : CK_FORMAT_OPENAI;
+                h->dialect = h->guess;
             }
         } else {
             /* A message that only another dialect writes is a mistake worth naming. */

@@ -56,6 +56,7 @@ typedef struct ckjs_job ckjs_job;
  */
 typedef struct reuse_cache {
     ck_history *history;
+    ckjs_paths paths; /* where the history's values lie in the list (values.c) */
     size_t live, taken;
 } reuse_cache;
 
@@ -222,6 +223,7 @@ static void compactor_free_if_unused(napi_env env, ckjs_compactor *self) {
     ck_compactor_free(self->ck);
     ckjs_host_free(env, self->host);
     ck_history_free(self->reuse.history);
+    ckjs_paths_dispose(&self->reuse.paths);
     free(self);
 }
 
@@ -1115,11 +1117,22 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     }
     /* Only the history is kept: the napi values of the objects die with this call. The
      * history owns copies of every string, so a worker may read it. */
-    size_t from = 0, taken = 0;
+    size_t from = 0;
+    /* unchanged.js follows the fields the OpenAI and Anthropic readers take; a history of
+     * another dialect is read again whole rather than trusted on a weaker check. */
+    ck_format kept = self->reuse.history ? ck_history_dialect(self->reuse.history)
+                                         : CK_FORMAT_AUTO;
+    if (kept != CK_FORMAT_OPENAI && kept != CK_FORMAT_ANTHROPIC) unchanged = 0;
     ck_history *history = reuse_take(&self->reuse, (size_t)unchanged, &from);
+    ck_compactor_options o;
+    ck_compactor_get_options(self->ck, &o);
     ck_error err;
-    int rc = history ? ckjs_messages_append(env, argv[0], (uint32_t)from, history, &taken, &err)
+    ck_format format = CK_FORMAT_OPENAI;
+    ckjs_values values;
+    ckjs_values_init(&values, env, history, &self->reuse.paths);
+    int rc = history ? ckjs_values_read(&values, argv[0], from, o.format, &format, &err)
                      : CK_ENOMEM;
+    size_t taken = values.taken;
     ckjs_job *job = rc ? NULL : calloc(1, sizeof *job);
     if (!job) {
         ck_history_free(history);
@@ -1131,13 +1144,7 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     job->count = ck_history_count(history);
     job->owner = self;
     self->job = job;
-    ck_compactor_options o;
-    ck_compactor_get_options(self->ck, &o);
-    rc = ck_history_format(job->history, o.format, &job->format, &err);
-    if (rc) {
-        job_discard(env, job);
-        return ckjs_fail(env, rc, &err);
-    }
+    job->format = format;
     if (napi_create_reference(env, this_arg, 1, &job->owner_ref) != napi_ok) {
         ckjs_throw_last_error(env, "napi_create_reference");
         job_discard(env, job);
@@ -1464,24 +1471,6 @@ static napi_value job_set_failure(napi_env env, napi_callback_info info) {
     return job_set_text(env, info, 1);
 }
 
-/* Fetches from the snapshot the objects of the source messages that the view uses (after a
- * compaction, a few of a long list), into `objects` (NULL-filled, one slot a message).
- * Returns 0, or -1 with an exception pending. */
-static int fetch_sources(napi_env env, napi_value snapshot, const ck_view *view,
-                         napi_value *objects) {
-    for (size_t i = 0; i < ck_view_count(view); i++) {
-        ck_out_msg m;
-        ck_view_get(view, i, &m);
-        for (size_t k = 0; k <= m.n_parts; k++) {
-            size_t src = k == m.n_parts ? m.src : m.parts[k].src_msg;
-            if (src == CK_NONE || objects[src]) continue;
-            NODE_API_CALL_BASE(env, napi_get_element(env, snapshot, (uint32_t)src, &objects[src]),
-                               -1);
-        }
-    }
-    return 0;
-}
-
 /* The result object of finish(): {messages, tier, record, tokensBefore, tokensAfter}. */
 static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     napi_value messages = NULL;
@@ -1492,15 +1481,9 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     NODE_API_CALL(env, napi_get_array_length(env, snapshot, &length));
     if (length == job->count && ck_view_count(view) == job->count && ck_view_is_identity(view))
         return job_result_object(env, job, snapshot);
-    ckjs_messages src;
-    src.history = job->history;
-    src.count = job->count;
-    src.objects = calloc(job->count ? job->count : 1, sizeof *src.objects);
-    if (!src.objects) return ckjs_fail(env, CK_ENOMEM, NULL);
-    if (!fetch_sources(env, snapshot, view, src.objects))
-        messages = ckjs_view_apply(env, &src, view, job->format);
-    free(src.objects);
-    if (!messages) return NULL;
+    ckjs_values values;
+    ckjs_values_init(&values, env, job->history, &job->owner->reuse.paths);
+    if (!(messages = ckjs_values_build(&values, snapshot, view))) return NULL;
     return job_result_object(env, job, messages);
 }
 
