@@ -24,9 +24,7 @@
       "dependencies": ["ck_core"],
       "sources": [
         "node/src/addon.c",
-        "node/src/apply.c",
         "node/src/compactor.c",
-        "node/src/convert.c",
         "node/src/host.c",
         "node/src/http.c",
         "node/src/replay.c",

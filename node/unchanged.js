@@ -8,15 +8,15 @@
 //
 // Objects may be changed in place between calls (a framework appends to a message's content,
 // edits a tool call's arguments), so a message is not judged by its identity. Each call walks
-// every message and records, in order, every value that the addon's reader (node/src/
-// convert.c, docs/mapping.md) takes from it, or more: the role, the content string or items,
-// each item's type and fields, the tool calls' ids, names and arguments, the ids and names of
-// results, and the JSON text of values the reader stringifies (the layout is below). A
-// message is unchanged when its record is value for value (===) the one of the message at the
-// same index on the last call: JS strings are immutable and === compares their text, so equal
-// records mean the reader would copy the same bytes. Reading a field the reader ignores costs
-// a little time, never a wrong answer; missing one would, so the walk follows convert.c branch
-// for branch and then takes more.
+// every message and records, in order, every value that the core's readers (csrc/src/
+// fmt_openai.c and fmt_anthropic.c, through node/src/values.c) take from it, or more: the
+// role, the content string or items, each item's type and fields, the tool calls' ids, names
+// and arguments, the ids and names of results, and the JSON text of values the reader
+// stringifies (the layout is below). A message is unchanged when its record is value for
+// value (===) the one of the message at the same index on the last call: JS strings are
+// immutable and === compares their text, so equal records mean the reader would copy the
+// same bytes. Reading a field the reader ignores costs a little time, never a wrong answer;
+// missing one would, so the walk follows those readers branch for branch and then takes more.
 'use strict';
 
 // A record is a sequence in which every value says what follows it, so two records are equal

@@ -391,6 +391,29 @@ static napi_value estimator_name_list(napi_env env) {
     return list;
 }
 
+/* The tokens of a message list, or of one message (`one`), read through the core's format
+ * layer. Returns CK_OK, a core status with `err` naming the place, or CKJS_THROWN. */
+static int estimate_messages(napi_env env, napi_value x, int one, ck_estimator est,
+                             js_counter *jc, const ck_counter *counter, uint64_t *tokens,
+                             ck_error *err) {
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    if (!h) return CK_ENOMEM;
+    ckjs_paths paths = {0};
+    ckjs_values values;
+    napi_value list;
+    ckjs_values_init(&values, env, h, &paths);
+    int rc = one ? ckjs_values_read_one(&values, x, &list, CK_FORMAT_AUTO, NULL, err)
+                 : ckjs_values_read(&values, x, 0, CK_FORMAT_AUTO, NULL, err);
+    if (!rc && jc->fn)
+        rc = counted(jc, one ? ck_count_message(h, 0, counter) : ck_count_history(h, counter),
+                     tokens);
+    else if (!rc)
+        *tokens = one ? ck_estimate_message(h, 0, est) : ck_estimate_history(h, est);
+    ck_history_free(h);
+    ckjs_paths_dispose(&paths);
+    return rc;
+}
+
 /* estimateTokens(x, estimator): a string, a message, a message list or a tool list; the
  * estimator is a name or a token-counting function. */
 static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
@@ -424,28 +447,14 @@ static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
         bool messages = false;
         if ((rc = looks_like_messages(env, x, &messages))) return NULL;
         if (messages) {
-            ckjs_messages src;
-            if (!(rc = ckjs_messages_read(env, x, &src, &err))) {
-                if (jc.fn)
-                    rc = counted(&jc, ck_count_history(src.history, &counter), &tokens);
-                else
-                    tokens = ck_estimate_history(src.history, (ck_estimator)est);
-                ckjs_messages_dispose(&src);
-            }
+            rc = estimate_messages(env, x, 0, (ck_estimator)est, &jc, &counter, &tokens, &err);
         } else {
             napi_value json;
             if (!(rc = ckjs_json_stringify(env, x, &json)))
                 rc = estimate_string(env, json, 1, (ck_estimator)est, &jc, &tokens);
         }
     } else if (type == napi_object) {
-        ckjs_messages src;
-        if (!(rc = ckjs_message_read_one(env, x, &src, &err))) {
-            if (jc.fn)
-                rc = counted(&jc, ck_count_message(src.history, 0, &counter), &tokens);
-            else
-                tokens = ck_estimate_message(src.history, 0, (ck_estimator)est);
-            ckjs_messages_dispose(&src);
-        }
+        rc = estimate_messages(env, x, 1, (ck_estimator)est, &jc, &counter, &tokens, &err);
     } else {
         return ckjs_throw_type_error(
             env, "x must be a string, a message, a message list or a tool list, not %s",

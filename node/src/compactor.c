@@ -9,7 +9,7 @@
  *     if (job.needsSummary) { reply = await summarize(job.request()); job.setSummary(reply) }
  *     result = await job.finish(snapshot)
  *
- * Between the steps the Job owns everything the core reads: the history (whose strings convert.c
+ * Between the steps the Job owns everything the core reads: the history (whose strings values.c
  * copied into the history's own storage, so nothing is borrowed from V8) and the compaction.
  * The Job holds a reference to its Compactor object so that the compactor outlives it, and a
  * compactor runs one job at a time, because a compaction reads and updates the session state
@@ -821,7 +821,7 @@ typedef struct compactor_op {
     napi_ref input_ref; /* finish: the snapshot; offload: the message */
     /* Inputs. */
     ck_history *history; /* offload: the message as a history (strings copied) */
-    ck_format format;    /* offload: its format */
+    ckjs_paths paths;    /* offload: where its values lie (values.c) */
     uint64_t tool_tokens;
     int use_model;
     char *ref, *pattern; /* read, search (ref NULL: the whole session) */
@@ -918,11 +918,11 @@ static napi_value op_result(napi_env env, compactor_op *op, napi_value input) {
             return result;
         case OP_OFFLOAD: {
             if (ck_view_is_identity(op->view)) return input;
-            ckjs_messages src;
-            src.history = op->history;
-            src.objects = &input;
-            src.count = 1;
-            if (!(list = ckjs_view_apply(env, &src, op->view, op->format))) return NULL;
+            ckjs_values values;
+            ckjs_values_init(&values, env, op->history, &op->paths);
+            NODE_API_CALL(env, napi_create_array_with_length(env, 1, &list));
+            NODE_API_CALL(env, napi_set_element(env, list, 0, input));
+            if (!(list = ckjs_values_build(&values, list, op->view))) return NULL;
             NODE_API_CALL(env, napi_get_element(env, list, 0, &result));
             return result;
         }
@@ -970,6 +970,7 @@ static void op_dispose(napi_env env, compactor_op *op, bool ok) {
     op->call = NULL;
     if (op->kind == OP_BEGIN && !ok) job_discard(env, op->job);
     ck_history_free(op->history);
+    ckjs_paths_dispose(&op->paths);
     ck_view_free(op->view);
     ck_free(op->text);
     free(op->ref);
@@ -1176,21 +1177,22 @@ static napi_value compactor_offload(napi_env env, napi_callback_info info) {
     if (type != napi_object || is_array)
         return ckjs_throw_type_error(env, "message must be an object, not %s",
                                      argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
-    ckjs_messages src;
-    ck_error err;
-    int rc = ckjs_message_read_one(env, argv[0], &src, &err);
-    if (rc) return ckjs_fail(env, rc, &err);
-    free(src.objects);
     compactor_op op;
     memset(&op, 0, sizeof op);
     op.kind = OP_OFFLOAD;
     op.owner = self;
-    op.history = src.history;
-    op.format = CK_FORMAT_OPENAI;
+    if (!(op.history = ck_history_new(CK_HISTORY_TRUSTED_UTF8)))
+        return ckjs_fail(env, CK_ENOMEM, NULL);
     ck_compactor_options o;
     ck_compactor_get_options(self->ck, &o);
-    if ((rc = ck_history_format(op.history, o.format, &op.format, &err))) {
+    ck_error err;
+    ckjs_values values;
+    napi_value list;
+    ckjs_values_init(&values, env, op.history, &op.paths);
+    int rc = ckjs_values_read_one(&values, argv[0], &list, o.format, NULL, &err);
+    if (rc) {
         ck_history_free(op.history);
+        ckjs_paths_dispose(&op.paths);
         return ckjs_fail(env, rc, &err);
     }
     return op_launch(env, &op, this_arg, argv[0]);

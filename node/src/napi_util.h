@@ -1,9 +1,8 @@
 /*
  * napi_util.h - what the files of the Node-API addon share: the checked-call macros, the
- * per-addon state, error helpers, and the two halves of the message mapping (convert.c reads
- * JS messages into a ck_history, apply.c turns a ck_view back into JS messages).
- *
- * The mapping rules are docs/mapping.md; csrc/src/json.c implements the same rules for cJSON.
+ * per-addon state, error helpers, and the core's host reader and builder over JS values
+ * (values.c), through which the core's format layer reads and builds messages as it does the
+ * CLI's JSON (csrc/src/json.c).
  */
 #ifndef CKJS_NAPI_UTIL_H_
 #define CKJS_NAPI_UTIL_H_
@@ -40,10 +39,6 @@
  * so this value cannot be mistaken for one.
  */
 #define CKJS_THROWN 1
-
-/* The `host` tags of docs/mapping.md: which JS object a part came from. */
-#define CKJS_HOST_CONTENT_WHOLE 0xFFFFFFu
-#define CKJS_HOST_TOOL_CALL (1u << 24)
 
 /*
  * Per-addon state, one per loaded instance (main thread or a worker), held with
@@ -190,62 +185,15 @@ void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs
 int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
                      ck_format *format_out, ck_error *err);
 
+/* ckjs_values_read() of one message object, as a one-item list (*list, for building); places
+ * are named "message.content"... */
+int ckjs_values_read_one(ckjs_values *self, napi_value message, napi_value *list,
+                         ck_format format, ck_format *format_out, ck_error *err);
+
 /* ck_view_build() of `view` over self->history, finding the values read in `list` (the list
  * read, or one whose messages the view keeps are unchanged since). NULL with an exception
  * pending on failure. */
 napi_value ckjs_values_build(ckjs_values *self, napi_value list, const ck_view *view);
-
-/* ------------------------------------------------------------------------------------------ */
-/* convert.c - JS messages to a ck_history                                                    */
-/* ------------------------------------------------------------------------------------------ */
-
-/*
- * A history read from JS messages, with the JS object of every message so that a view can
- * hand the very same objects back. The napi values live in the handle scope of the call that
- * read them, so a ckjs_messages must not outlive that call.
- */
-typedef struct ckjs_messages {
-    ck_history *history;
-    napi_value *objects; /* message i's JS object */
-    size_t count;
-} ckjs_messages;
-
-/*
- * Reads a JS array of messages (docs/mapping.md). `messages` must be an array; the caller
- * checks that and throws the TypeError. Strings are copied once into the history's storage.
- * Returns CK_OK, a core status with `err` naming the place ("messages[3].content"), or
- * CKJS_THROWN. On failure `out` is disposed already.
- */
-int ckjs_messages_read(napi_env env, napi_value messages, ckjs_messages *out, ck_error *err);
-
-/*
- * Reads messages [from, length) of the JS array `messages` and appends them to `h`, a history
- * made with CK_HISTORY_TRUSTED_UTF8 that holds `from` messages already (the list's own, read
- * before and unchanged since). Strings are copied into h's storage, and the bytes of it taken
- * are added to *taken. Returns CK_OK, a core status with `err` naming the place, or
- * CKJS_THROWN; on failure h holds a part of the list only and must be cleared or freed.
- */
-int ckjs_messages_append(napi_env env, napi_value messages, uint32_t from, ck_history *h,
-                         size_t *taken, ck_error *err);
-
-/* Reads one message object as a one-message history; places are named "message.content"... */
-int ckjs_message_read_one(napi_env env, napi_value message, ckjs_messages *out, ck_error *err);
-
-/* Frees the history and the object table. Safe on a zeroed or disposed struct. */
-void ckjs_messages_dispose(ckjs_messages *self);
-
-/* ------------------------------------------------------------------------------------------ */
-/* apply.c - views back to JS, and the pair operations                                        */
-/* ------------------------------------------------------------------------------------------ */
-
-/*
- * Builds the JS message array a view describes: KEEP messages are the source objects
- * themselves, EDIT messages shallow copies with content/tool_calls rebuilt, NEW messages new
- * objects in `format`'s shape. Sources are never mutated. Returns NULL with an exception
- * pending on failure.
- */
-napi_value ckjs_view_apply(napi_env env, const ckjs_messages *src, const ck_view *view,
-                           ck_format format);
 
 /* checkPairs(messages, format?) and repairPairs(messages, format?) as the addon exports them. */
 napi_value ckjs_check_pairs(napi_env env, napi_callback_info info);

@@ -11,6 +11,7 @@
  * callback (a getter threw) is left pending and reported as CKJS_THROWN, which the core hands
  * back unchanged; the caller then returns with it pending.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,6 +208,22 @@ int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format 
     return rc;
 }
 
+int ckjs_values_read_one(ckjs_values *self, napi_value message, napi_value *list,
+                         ck_format format, ck_format *format_out, ck_error *err) {
+    NODE_API_CALL_RC(self->env, napi_create_array_with_length(self->env, 1, list));
+    NODE_API_CALL_RC(self->env, napi_set_element(self->env, *list, 0, message));
+    int rc = ckjs_values_read(self, *list, 0, format, format_out, err);
+    /* A lone message is "message", not the first of a list. */
+    static const char LIST0[] = "messages[0]";
+    if (rc && err && strncmp(err->where, LIST0, sizeof LIST0 - 1) == 0) {
+        size_t rest = strlen(err->where + sizeof LIST0 - 1);
+        memmove(err->where + 7, err->where + sizeof LIST0 - 1, rest + 1);
+        memcpy(err->where, "message", 7);
+        err->index = CK_NONE;
+    }
+    return rc;
+}
+
 /* ---- the builder ---- */
 
 static int b_object(void *ctx, ck_value *out) {
@@ -310,8 +327,8 @@ static int b_copy(void *ctx, ck_value v, ck_value *out) {
     if (rc) return rc;
     NODE_API_CALL_RC(env, napi_create_object(env, &obj));
     NODE_API_CALL_RC(env, napi_get_all_property_names(env, src, napi_key_own_only,
-                                                      napi_key_enumerable, napi_key_numbers_to_strings,
-                                                      &keys));
+                                                      napi_key_enumerable,
+                                                      napi_key_numbers_to_strings, &keys));
     uint32_t n = 0;
     NODE_API_CALL_RC(env, napi_get_array_length(env, keys, &n));
     for (uint32_t i = 0; i < n; i++) {
@@ -357,4 +374,114 @@ napi_value ckjs_values_build(ckjs_values *self, napi_value list, const ck_view *
     rc = ck_view_build(view, self->history, &b, &out, &err);
     if (rc) return ckjs_fail(self->env, rc, &err);
     return js(out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* checkPairs / repairPairs                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Reads the (messages, format) arguments that both pair functions take and the messages into
+ * a new history through the core's format layer (self->history). Returns 0, or -1 with an
+ * exception pending. */
+static int pair_args(napi_env env, napi_callback_info info, napi_value *messages,
+                     ck_format *format, ckjs_values *self, ckjs_paths *paths) {
+    size_t argc = 2;
+    napi_value argv[2] = {NULL, NULL};
+    bool is_array = false;
+    NODE_API_CALL_BASE(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL), -1);
+    if (argc > 0) NODE_API_CALL_BASE(env, napi_is_array(env, argv[0], &is_array), -1);
+    if (!is_array) {
+        ckjs_throw_type_error(env, "messages must be an array, not %s",
+                              argc > 0 ? ckjs_type_name(env, argv[0]) : "undefined");
+        return -1;
+    }
+    *messages = argv[0];
+    *format = CK_FORMAT_AUTO;
+    if (ckjs_format_arg(env, argc > 1 ? argv[1] : NULL, "options.format", format)) return -1;
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    if (!h) {
+        ckjs_fail(env, CK_ENOMEM, NULL);
+        return -1;
+    }
+    ckjs_values_init(self, env, h, paths);
+    ck_error err;
+    int rc = ckjs_values_read(self, argv[0], 0, *format, format, &err);
+    if (rc) {
+        ck_history_free(h);
+        ckjs_paths_dispose(paths);
+        ckjs_fail(env, rc, &err);
+        return -1;
+    }
+    return 0;
+}
+
+static napi_value violation_object(napi_env env, const ck_pair_violation *v, const ck_history *h,
+                                   ck_format format) {
+    char *text = NULL;
+    size_t text_len = 0;
+    if (ck_pair_violation_describe(h, v, format, &text, &text_len)) {
+        ckjs_fail(env, CK_ENOMEM, NULL);
+        return NULL;
+    }
+    napi_value obj, kind, index, part, id, message;
+    napi_status made = napi_create_string_utf8(env, text, text_len, &message);
+    ck_free(text);
+    NODE_API_CALL(env, made);
+    NODE_API_CALL(env, napi_create_object(env, &obj));
+    NODE_API_CALL(
+        env, napi_create_string_utf8(env, ck_pair_issue_name(v->kind), NAPI_AUTO_LENGTH, &kind));
+    NODE_API_CALL(env, napi_create_double(env, (double)v->index, &index));
+    NODE_API_CALL(env, napi_create_double(env, (double)v->part, &part));
+    if (!(id = ckjs_string(env, v->id, v->id_len))) return NULL;
+    NODE_API_CALL(env, napi_set_named_property(env, obj, "kind", kind));
+    NODE_API_CALL(env, napi_set_named_property(env, obj, "index", index));
+    NODE_API_CALL(env, napi_set_named_property(env, obj, "part", part));
+    NODE_API_CALL(env, napi_set_named_property(env, obj, "toolCallId", id));
+    NODE_API_CALL(env, napi_set_named_property(env, obj, "message", message));
+    return obj;
+}
+
+static napi_value violations_array(napi_env env, const ck_pair_violation *v, size_t n,
+                                   const ck_history *h, ck_format format) {
+    napi_value list;
+    NODE_API_CALL(env, napi_create_array_with_length(env, n, &list));
+    for (size_t i = 0; i < n; i++) {
+        napi_value obj = violation_object(env, &v[i], h, format);
+        if (!obj) return NULL;
+        NODE_API_CALL(env, napi_set_element(env, list, (uint32_t)i, obj));
+    }
+    return list;
+}
+
+/* checkPairs (the violations) or repairPairs (the repaired list), on one read. */
+static napi_value pairs(napi_env env, napi_callback_info info, int repair) {
+    napi_value messages, result = NULL;
+    ck_format format;
+    ckjs_values src;
+    ckjs_paths paths = {0};
+    if (pair_args(env, info, &messages, &format, &src, &paths)) return NULL;
+    ck_pair_violation *v = NULL;
+    size_t n = 0;
+    ck_view *view = NULL;
+    ck_error err;
+    int rc = repair ? ck_repair_pairs(src.history, format, &view, &err)
+                    : ck_check_pairs(src.history, format, &v, &n, &err);
+    if (rc)
+        ckjs_fail(env, rc, &err);
+    else
+        result = repair ? ckjs_values_build(&src, messages, view)
+                        : violations_array(env, v, n, src.history, format);
+    ck_free(v);
+    ck_view_free(view);
+    ck_history_free(src.history);
+    ckjs_paths_dispose(&paths);
+    return result;
+}
+
+napi_value ckjs_check_pairs(napi_env env, napi_callback_info info) {
+    return pairs(env, info, 0);
+}
+
+napi_value ckjs_repair_pairs(napi_env env, napi_callback_info info) {
+    return pairs(env, info, 1);
 }
