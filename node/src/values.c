@@ -24,6 +24,7 @@ static ck_value wrap(napi_value v) { return (ck_value){(void *)v, 0}; }
 
 #define STEP_KEY 0x80000000u
 #define MAX_DEPTH 16
+#define REUSE_SPAN 48 /* how far back path_add looks for the same path */
 
 static int grow(void **items, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return CK_OK;
@@ -44,10 +45,20 @@ static int path_add(ckjs_paths *self, uint64_t parent, uint32_t step, uint64_t *
             return CK_ENOMEM;
         self->starts[self->n_starts++] = (uint32_t)self->n;
     }
+    /* The readers look a field up more than once (each dialect's detection, then the read):
+     * a path already made for this message is used again, which keeps the table small. */
+    uint64_t node = parent << 32 | step;
+    size_t first = self->n_starts ? self->starts[self->n_starts - 1] : 0;
+    for (size_t k = self->n; k > first && self->n - k < REUSE_SPAN; k--) {
+        if (self->nodes[k - 1] == node) {
+            *aux = k;
+            return CK_OK;
+        }
+    }
     if (self->n >= UINT32_MAX - 1) return CK_ETOOBIG;
     if (grow((void **)&self->nodes, &self->cap, self->n + 1, sizeof *self->nodes))
         return CK_ENOMEM;
-    self->nodes[self->n++] = parent << 32 | step;
+    self->nodes[self->n++] = node;
     *aux = self->n;
     return CK_OK;
 }
