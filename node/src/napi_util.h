@@ -165,6 +165,9 @@ void ckjs_paths_truncate(ckjs_paths *self, size_t n);
 void ckjs_paths_dispose(ckjs_paths *self);
 
 /* A read or a build of JS messages through the core's format layer, within one call. */
+#define CKJS_SHORTS 256   /* slots of ckjs_values.shorts (a power of two) */
+#define CKJS_SHORT_MAX 32 /* the longest string shared there, in bytes */
+
 typedef struct ckjs_values {
     napi_env env;
     ck_history *history; /* read into; strings copied into its storage */
@@ -175,6 +178,14 @@ typedef struct ckjs_values {
     ck_host_reader reader;
     napi_value keys; /* the addon's array of field names, fetched once per call */
     napi_value key[CK_KEY_COUNT];
+    /* Short strings copied in this read, by content: the core reads the same roles and item
+     * types again and again (every dialect's detection, then the read), and each copy would
+     * stay in the history's storage. Open addressing; an empty slot has s == NULL. */
+    struct ckjs_short {
+        const char *s;
+        size_t len;
+    } shorts[CKJS_SHORTS];
+    size_t n_shorts;
 } ckjs_values;
 
 void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs_paths *paths);

@@ -154,10 +154,40 @@ static int rd_item(void *ctx, ck_value v, size_t i, ck_value *out) {
 }
 
 /* Copies the JS string `value` into the history's storage. */
+/* A short string read before in this read, or a new copy of it in the history's storage. */
+static int short_string(ckjs_values *self, napi_value value, size_t n, const char **s,
+                        size_t *len) {
+    char tmp[CKJS_SHORT_MAX + 1];
+    NODE_API_CALL_RC(self->env,
+                     napi_get_value_string_utf8(self->env, value, tmp, sizeof tmp, len));
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < *len; i++) h = (h ^ (unsigned char)tmp[i]) * 16777619u;
+    size_t at = h & (CKJS_SHORTS - 1);
+    for (; self->shorts[at].s; at = (at + 1) & (CKJS_SHORTS - 1)) {
+        if (self->shorts[at].len == *len && memcmp(self->shorts[at].s, tmp, *len) == 0) {
+            *s = self->shorts[at].s;
+            return CK_OK;
+        }
+    }
+    char *buf = ck_history_alloc(self->history, n + 1);
+    if (!buf) return CK_ENOMEM;
+    memcpy(buf, tmp, *len + 1);
+    self->taken += n + 1;
+    *s = buf;
+    /* Kept at most three quarters full, so a lookup always ends at an empty slot. */
+    if (self->n_shorts < CKJS_SHORTS / 4 * 3) {
+        self->shorts[at].s = buf;
+        self->shorts[at].len = *len;
+        self->n_shorts++;
+    }
+    return CK_OK;
+}
+
 static int copy_string(ckjs_values *self, napi_value value, const char **s, size_t *len) {
     size_t n = 0;
     NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, NULL, 0, &n));
     if (n > CK_MAX_STRING) return CK_ETOOBIG;
+    if (n <= CKJS_SHORT_MAX) return short_string(self, value, n, s, len);
     char *buf = ck_history_alloc(self->history, n + 1);
     if (!buf) return CK_ENOMEM;
     NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, buf, n + 1, len));
