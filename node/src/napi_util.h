@@ -148,16 +148,22 @@ int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
 
 /*
  * Where every value read lies, from the message list down (list[3].content[1]): the history
- * keeps read values for building, and the napi_values die with the call that read them, so a
- * read value's `aux` names a path here and the builder finds the value again in the list it
- * is given (the same list, or one whose leading messages are unchanged since). Kept with the
- * history it describes and cut with it (ckjs_paths_truncate()).
+ * keeps read values for building, and the napi_values die with the message (or call) that read
+ * them, so a read value's `aux` names its path and the builder (or a later look at an earlier
+ * message) finds the value again in the list it is given (the same list, or one whose leading
+ * messages are unchanged since). A path of up to four steps below its message, each a field or
+ * an item below 64, is held in `aux` itself; only a deeper or wider one takes a node here.
+ * Kept with the history it describes and cut with it (ckjs_paths_truncate()).
  */
+typedef struct ckjs_path_node {
+    uint64_t parent; /* the aux of the value this one is a field or an item of */
+    uint32_t step;   /* an item index, or a field (values.c) */
+    uint32_t msg;    /* the message the path starts at */
+} ckjs_path_node;
+
 typedef struct ckjs_paths {
-    uint64_t *nodes; /* parent node + 1 (0: the list) << 32 | step (an index, or KEY | key) */
+    ckjs_path_node *nodes;
     size_t n, cap;
-    uint32_t *starts; /* starts[i]: the first node of message i */
-    size_t n_starts, cap_starts;
 } ckjs_paths;
 
 /* Keeps the paths of messages [0, n) only. */
@@ -173,19 +179,20 @@ typedef struct ckjs_values {
     ck_history *history; /* read into; strings copied into its storage */
     ckjs_paths *paths;   /* where the values read lie */
     size_t taken;        /* bytes of that storage the strings took */
+    char *at, *end;      /* the free part of the current chunk of it */
     napi_value list;     /* the message list read, or built from */
     napi_handle_scope scope; /* the scope of the message being read, or NULL */
+    size_t current;          /* the index of that message, or SIZE_MAX */
     ck_host_reader reader;
     napi_value keys; /* the addon's array of field names, fetched once per call */
     napi_value key[CK_KEY_COUNT];
-    /* Short strings copied in this read, by content: the core reads the same roles and item
-     * types again and again (every dialect's detection, then the read), and each copy would
-     * stay in the history's storage. Open addressing; an empty slot has s == NULL. */
+    /* Short strings copied in this read, by content: the core reads the same roles, item
+     * types and ids again and again, and each copy would stay in the history's storage.
+     * One slot a hash, the newest string wins; an empty slot has s == NULL. */
     struct ckjs_short {
         const char *s;
         size_t len;
     } shorts[CKJS_SHORTS];
-    size_t n_shorts;
 } ckjs_values;
 
 void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs_paths *paths);

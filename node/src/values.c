@@ -22,9 +22,20 @@ static ck_value wrap(napi_value v) { return (ck_value){(void *)v, 0}; }
 
 /* ---- paths ---- */
 
-#define STEP_KEY 0x80000000u
-#define MAX_DEPTH 16
-#define REUSE_SPAN 48 /* how far back path_add looks for the same path */
+/*
+ * A read value's aux: 0 is the list itself (and, when building, a value the builder made).
+ * Bit 63 clear: bits 0-31 are the message's index + 1 and bits 32-59 up to four steps below
+ * it, 7 bits each from the message down (0: no step; 1-63: field key + 1; 64-127: item 0-63).
+ * Bit 63 set: the rest is a node of the paths table + 1, for a step that does not fit.
+ */
+#define STEP_KEY 0x80000000u /* a node's step is a field, not an item */
+#define AUX_NODE ((uint64_t)1 << 63)
+#define INLINE_STEPS 4
+#define STEP_BITS 7
+#define STEP_MASK 127u
+#define CODE_ITEM 64u    /* the code of item 0 */
+#define MAX_STEPS 32     /* deeper than any dialect reads */
+#define REUSE_SPAN 16    /* how far back path_add looks for the same node */
 
 static int grow(void **items, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return CK_OK;
@@ -37,41 +48,68 @@ static int grow(void **items, size_t *cap, size_t need, size_t size) {
     return CK_OK;
 }
 
-/* A new node under `parent` (a value's aux: 0 is the list); its aux into *aux. */
+/* The inline code of a step, or 0 when it needs a node. */
+static uint64_t step_code(uint32_t step) {
+    if (step & STEP_KEY) {
+        uint32_t key = step & ~STEP_KEY;
+        return key + 1 < CODE_ITEM ? key + 1 : 0;
+    }
+    return step <= STEP_MASK - CODE_ITEM ? CODE_ITEM + step : 0;
+}
+
+static uint32_t code_step(unsigned code) {
+    return code < CODE_ITEM ? STEP_KEY | (code - 1) : code - CODE_ITEM;
+}
+
+/* The index of the message a read value's path starts at; SIZE_MAX for no known one. */
+static size_t path_msg(const ckjs_paths *self, uint64_t aux) {
+    if (!(aux & AUX_NODE)) return aux ? (size_t)(uint32_t)aux - 1 : SIZE_MAX;
+    uint64_t k = aux & ~AUX_NODE;
+    return k && k <= self->n ? self->nodes[k - 1].msg : SIZE_MAX;
+}
+
+/* The aux of the value that is `step` of the value whose aux is `parent`. */
 static int path_add(ckjs_paths *self, uint64_t parent, uint32_t step, uint64_t *aux) {
-    if (parent == 0 && step >= self->n_starts) {
-        if (step != self->n_starts) return CK_EINVAL;
-        if (grow((void **)&self->starts, &self->cap_starts, step + 1, sizeof *self->starts))
-            return CK_ENOMEM;
-        self->starts[self->n_starts++] = (uint32_t)self->n;
+    if (parent == 0) {
+        /* A message: its index is the whole path. */
+        if (step >= UINT32_MAX) return CK_ETOOBIG;
+        *aux = (uint64_t)step + 1;
+        return CK_OK;
+    }
+    uint64_t code = step_code(step);
+    if (!(parent & AUX_NODE) && code) {
+        for (unsigned d = 0; d < INLINE_STEPS; d++) {
+            unsigned shift = 32 + STEP_BITS * d;
+            if ((parent >> shift & STEP_MASK) == 0) {
+                *aux = parent | code << shift;
+                return CK_OK;
+            }
+        }
     }
     /* The readers look a field up more than once (each dialect's detection, then the read):
-     * a path already made for this message is used again, which keeps the table small. */
-    uint64_t node = parent << 32 | step;
-    size_t first = self->n_starts ? self->starts[self->n_starts - 1] : 0;
-    for (size_t k = self->n; k > first && self->n - k < REUSE_SPAN; k--) {
-        if (self->nodes[k - 1] == node) {
-            *aux = k;
+     * a node made just before for the same step is used again. */
+    for (size_t k = self->n; k > 0 && self->n - k < REUSE_SPAN; k--) {
+        if (self->nodes[k - 1].parent == parent && self->nodes[k - 1].step == step) {
+            *aux = AUX_NODE | k;
             return CK_OK;
         }
     }
-    if (self->n >= UINT32_MAX - 1) return CK_ETOOBIG;
+    size_t msg = path_msg(self, parent);
+    if (msg == SIZE_MAX) return CK_EINVAL;
     if (grow((void **)&self->nodes, &self->cap, self->n + 1, sizeof *self->nodes))
         return CK_ENOMEM;
-    self->nodes[self->n++] = node;
-    *aux = self->n;
+    self->nodes[self->n++] = (ckjs_path_node){parent, step, (uint32_t)msg};
+    *aux = AUX_NODE | self->n;
     return CK_OK;
 }
 
 void ckjs_paths_truncate(ckjs_paths *self, size_t n) {
-    if (n >= self->n_starts) return;
-    self->n = self->starts[n];
-    self->n_starts = n;
+    /* Nodes are made in message order. */
+    while (self->n && self->nodes[self->n - 1].msg >= n) self->n--;
 }
 
 void ckjs_paths_dispose(ckjs_paths *self) {
     free(self->nodes);
-    free(self->starts);
     memset(self, 0, sizeof *self);
 }
 
@@ -93,13 +131,64 @@ static int key_value(ckjs_values *self, ck_key key, napi_value *out) {
     return CK_OK;
 }
 
+/* The JS value of `v`: the builder's own, or a read one found again by its path in self->list. */
+static int resolve(ckjs_values *self, ck_value v, napi_value *out) {
+    if (v.aux == 0) {
+        *out = js(v);
+        return CK_OK;
+    }
+    const ckjs_paths *paths = self->paths;
+    uint32_t steps[MAX_STEPS + INLINE_STEPS + 1];
+    size_t depth = 0;
+    uint64_t at = v.aux;
+    while (at & AUX_NODE) {
+        uint64_t k = at & ~AUX_NODE;
+        if (k == 0 || k > paths->n || depth == MAX_STEPS) return CK_EINVAL;
+        steps[depth++] = paths->nodes[k - 1].step;
+        at = paths->nodes[k - 1].parent;
+    }
+    if (at == 0) return CK_EINVAL;
+    for (unsigned d = INLINE_STEPS; d-- > 0;) {
+        unsigned code = (unsigned)(at >> (32 + STEP_BITS * d)) & STEP_MASK;
+        if (code) steps[depth++] = code_step(code);
+    }
+    steps[depth++] = (uint32_t)at - 1;
+    napi_env env = self->env;
+    napi_value cur = self->list;
+    while (depth-- > 0) {
+        uint32_t step = steps[depth];
+        if (step & STEP_KEY) {
+            napi_value name;
+            int rc = key_value(self, (ck_key)(step & ~STEP_KEY), &name);
+            if (rc) return rc;
+            NODE_API_CALL_RC(env, napi_get_property(env, cur, name, &cur));
+        } else {
+            NODE_API_CALL_RC(env, napi_get_element(env, cur, step, &cur));
+        }
+    }
+    *out = cur;
+    return CK_OK;
+}
+
+/* The JS value of a read value: its own handle while its message is read, else found again
+ * (the core looks back at an earlier message, whose handles went with its scope). */
+static int live(ckjs_values *self, ck_value v, napi_value *out) {
+    if (v.aux == 0 || path_msg(self->paths, v.aux) == self->current) {
+        *out = js(v);
+        return CK_OK;
+    }
+    return resolve(self, v, out);
+}
+
 /* ---- the reader ---- */
 
 static ck_value_kind rd_kind(void *ctx, ck_value v) {
     ckjs_values *self = ctx;
     napi_valuetype type;
+    napi_value value;
     if (!v.ptr) return CK_VALUE_ABSENT;
-    if (napi_typeof(self->env, js(v), &type) != napi_ok) return CK_VALUE_OTHER;
+    if (live(self, v, &value) || napi_typeof(self->env, value, &type) != napi_ok)
+        return CK_VALUE_OTHER;
     switch (type) {
         case napi_undefined: return CK_VALUE_ABSENT;
         case napi_null: return CK_VALUE_NULL;
@@ -108,7 +197,7 @@ static ck_value_kind rd_kind(void *ctx, ck_value v) {
         case napi_string: return CK_VALUE_STRING;
         case napi_object: {
             bool is_array = false;
-            if (napi_is_array(self->env, js(v), &is_array) != napi_ok) return CK_VALUE_OTHER;
+            if (napi_is_array(self->env, value, &is_array) != napi_ok) return CK_VALUE_OTHER;
             return is_array ? CK_VALUE_ARRAY : CK_VALUE_OBJECT;
         }
         default: return CK_VALUE_OTHER;
@@ -117,10 +206,11 @@ static ck_value_kind rd_kind(void *ctx, ck_value v) {
 
 static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
     ckjs_values *self = ctx;
-    napi_value name, value;
+    napi_value name, obj, value;
     int rc = key_value(self, key, &name);
+    if (!rc) rc = live(self, v, &obj);
     if (rc) return rc;
-    NODE_API_CALL_RC(self->env, napi_get_property(self->env, js(v), name, &value));
+    NODE_API_CALL_RC(self->env, napi_get_property(self->env, obj, name, &value));
     napi_valuetype type;
     NODE_API_CALL_RC(self->env, napi_typeof(self->env, value, &type));
     if (type == napi_undefined) return 0;
@@ -131,8 +221,11 @@ static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
 
 static int rd_count(void *ctx, ck_value v, size_t *n) {
     ckjs_values *self = ctx;
+    napi_value arr;
     uint32_t len = 0;
-    NODE_API_CALL_RC(self->env, napi_get_array_length(self->env, js(v), &len));
+    int rc = live(self, v, &arr);
+    if (rc) return rc;
+    NODE_API_CALL_RC(self->env, napi_get_array_length(self->env, arr, &len));
     *n = len;
     return CK_OK;
 }
@@ -140,78 +233,120 @@ static int rd_count(void *ctx, ck_value v, size_t *n) {
 static int rd_item(void *ctx, ck_value v, size_t i, ck_value *out) {
     ckjs_values *self = ctx;
     napi_env env = self->env;
+    napi_value arr = js(v), value;
     if (v.aux == 0) {
         /* The next message: the values of the last one are done with (the history keeps
          * their paths), so their handles go. */
         if (self->scope) NODE_API_CALL_RC(env, napi_close_handle_scope(env, self->scope));
         self->scope = NULL;
         NODE_API_CALL_RC(env, napi_open_handle_scope(env, &self->scope));
+        self->current = i;
+    } else {
+        int rc = live(self, v, &arr);
+        if (rc) return rc;
     }
-    napi_value value;
-    NODE_API_CALL_RC(env, napi_get_element(env, js(v), (uint32_t)i, &value));
+    NODE_API_CALL_RC(env, napi_get_element(env, arr, (uint32_t)i, &value));
     *out = wrap(value);
     return path_add(self->paths, v.aux, (uint32_t)i, &out->aux);
 }
 
-/* Copies the JS string `value` into the history's storage. */
-/* A short string read before in this read, or a new copy of it in the history's storage. */
-static int short_string(ckjs_values *self, napi_value value, size_t n, const char **s,
-                        size_t *len) {
-    char tmp[CKJS_SHORT_MAX + 1];
-    NODE_API_CALL_RC(self->env,
-                     napi_get_value_string_utf8(self->env, value, tmp, sizeof tmp, len));
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < *len; i++) h = (h ^ (unsigned char)tmp[i]) * 16777619u;
-    size_t at = h & (CKJS_SHORTS - 1);
-    for (; self->shorts[at].s; at = (at + 1) & (CKJS_SHORTS - 1)) {
-        if (self->shorts[at].len == *len && memcmp(self->shorts[at].s, tmp, *len) == 0) {
-            *s = self->shorts[at].s;
-            return CK_OK;
-        }
+/*
+ * Strings are copied into chunks of the history's storage, packed (ck_history_alloc() rounds
+ * each block up to 16 bytes). A chunk grows with what the read has taken, from MIN_CHUNK to
+ * CHUNK, so that a read of a message or two appended to a kept history leaves little unused.
+ * A string of up to ONE_PASS_UNITS UTF-16 units is written at once into room for the most
+ * UTF-8 it can make (3 bytes a unit); a longer one is measured first, refused over
+ * CK_MAX_STRING before any copy, and given a block of its own.
+ */
+#define MIN_CHUNK ((size_t)4 * 1024)
+#define CHUNK ((size_t)64 * 1024)
+#define ONE_PASS_UNITS ((size_t)4 * 1024)
+
+/* `size` bytes of the history's storage at self->at (the rest of the current chunk, or a new
+ * chunk); NULL when out of memory. */
+static char *room_for(ckjs_values *self, size_t size) {
+    if ((size_t)(self->end - self->at) >= size) return self->at;
+    size_t chunk = self->taken < MIN_CHUNK ? MIN_CHUNK : self->taken > CHUNK ? CHUNK : self->taken;
+    if (chunk < size) chunk = size;
+    char *buf = ck_history_alloc(self->history, chunk);
+    if (!buf) return NULL;
+    self->taken += chunk;
+    self->at = buf;
+    self->end = buf + chunk;
+    return buf;
+}
+
+/* The copy of `len` bytes just written at self->at: one made before in this read when it is
+ * short and was met recently (the core reads roles, item types and ids again and again: every
+ * dialect's detection, then the read, then a result's id after its call's), else that one. */
+static const char *keep_copy(ckjs_values *self, size_t len) {
+    const char *s = self->at;
+    if (len <= CKJS_SHORT_MAX) {
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+        struct ckjs_short *slot = &self->shorts[h & (CKJS_SHORTS - 1)];
+        if (slot->s && slot->len == len && memcmp(slot->s, s, len) == 0) return slot->s;
+        slot->s = s;
+        slot->len = len;
     }
+    self->at += len + 1;
+    return s;
+}
+
+/* Copies the JS string `value` into the history's storage (see room_for). */
+static int copy_string(ckjs_values *self, napi_value value, const char **s, size_t *len) {
+    napi_env env = self->env;
+    size_t units = 0, n = 0;
+    NODE_API_CALL_RC(env, napi_get_value_string_utf16(env, value, NULL, 0, &units));
+    if (units <= ONE_PASS_UNITS) {
+        char *buf = room_for(self, units * 3 + 1);
+        if (!buf) return CK_ENOMEM;
+        NODE_API_CALL_RC(env, napi_get_value_string_utf8(env, value, buf, units * 3 + 1, len));
+        *s = keep_copy(self, *len);
+        return CK_OK;
+    }
+    NODE_API_CALL_RC(env, napi_get_value_string_utf8(env, value, NULL, 0, &n));
+    if (n > CK_MAX_STRING) return CK_ETOOBIG;
     char *buf = ck_history_alloc(self->history, n + 1);
     if (!buf) return CK_ENOMEM;
-    memcpy(buf, tmp, *len + 1);
     self->taken += n + 1;
+    NODE_API_CALL_RC(env, napi_get_value_string_utf8(env, value, buf, n + 1, len));
     *s = buf;
-    /* Kept at most three quarters full, so a lookup always ends at an empty slot. */
-    if (self->n_shorts < CKJS_SHORTS / 4 * 3) {
-        self->shorts[at].s = buf;
-        self->shorts[at].len = *len;
-        self->n_shorts++;
-    }
     return CK_OK;
 }
 
-static int copy_string(ckjs_values *self, napi_value value, const char **s, size_t *len) {
-    size_t n = 0;
-    NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, NULL, 0, &n));
-    if (n > CK_MAX_STRING) return CK_ETOOBIG;
-    if (n <= CKJS_SHORT_MAX) return short_string(self, value, n, s, len);
-    char *buf = ck_history_alloc(self->history, n + 1);
-    if (!buf) return CK_ENOMEM;
-    NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, buf, n + 1, len));
-    self->taken += n + 1;
-    *s = buf;
+/* The UTF-8 length of string `v`, measured without a copy. */
+static int rd_length(void *ctx, ck_value v, size_t *len) {
+    ckjs_values *self = ctx;
+    napi_value value;
+    int rc = live(self, v, &value);
+    if (rc) return rc;
+    NODE_API_CALL_RC(self->env, napi_get_value_string_utf8(self->env, value, NULL, 0, len));
     return CK_OK;
 }
 
 static int rd_string(void *ctx, ck_value v, const char **s, size_t *len) {
-    return copy_string(ctx, js(v), s, len);
+    napi_value value;
+    int rc = live(ctx, v, &value);
+    return rc ? rc : copy_string(ctx, value, s, len);
 }
 
 static int rd_boolean(void *ctx, ck_value v, int *out) {
     ckjs_values *self = ctx;
     bool b = false;
-    NODE_API_CALL_RC(self->env, napi_get_value_bool(self->env, js(v), &b));
+    napi_value value;
+    int rc = live(self, v, &value);
+    if (rc) return rc;
+    NODE_API_CALL_RC(self->env, napi_get_value_bool(self->env, value, &b));
     *out = b;
     return CK_OK;
 }
 
 static int rd_json(void *ctx, ck_value v, const char **s, size_t *len) {
     ckjs_values *self = ctx;
-    napi_value text;
-    int rc = ckjs_json_stringify(self->env, js(v), &text);
+    napi_value value, text;
+    int rc = live(self, v, &value);
+    if (!rc) rc = ckjs_json_stringify(self->env, value, &text);
     if (rc) return rc;
     napi_valuetype type;
     NODE_API_CALL_RC(self->env, napi_typeof(self->env, text, &type));
@@ -228,8 +363,9 @@ void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs
     self->env = env;
     self->history = history;
     self->paths = paths;
-    self->reader = (ck_host_reader){self,       rd_kind,   rd_field,   rd_count,
-                                    rd_item,    rd_string, rd_boolean, rd_json};
+    self->current = SIZE_MAX;
+    self->reader = (ck_host_reader){self,    rd_kind,    rd_field, rd_count, rd_item,
+                                    rd_string, rd_boolean, rd_json,  rd_length};
 }
 
 int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
@@ -327,35 +463,6 @@ static int b_push(void *ctx, ck_value arr, ck_value v) {
     uint32_t len = 0;
     NODE_API_CALL_RC(self->env, napi_get_array_length(self->env, js(arr), &len));
     NODE_API_CALL_RC(self->env, napi_set_element(self->env, js(arr), len, js(v)));
-    return CK_OK;
-}
-
-/* The JS value of `v`: the builder's own, or a read one found again by its path. */
-static int resolve(ckjs_values *self, ck_value v, napi_value *out) {
-    if (v.aux == 0) {
-        *out = js(v);
-        return CK_OK;
-    }
-    uint32_t steps[MAX_DEPTH];
-    size_t depth = 0;
-    for (uint64_t at = v.aux; at; at = self->paths->nodes[at - 1] >> 32) {
-        if (at > self->paths->n || depth == MAX_DEPTH) return CK_EINVAL;
-        steps[depth++] = (uint32_t)self->paths->nodes[at - 1];
-    }
-    napi_env env = self->env;
-    napi_value cur = self->list;
-    while (depth-- > 0) {
-        uint32_t step = steps[depth];
-        if (step & STEP_KEY) {
-            napi_value name;
-            int rc = key_value(self, (ck_key)(step & ~STEP_KEY), &name);
-            if (rc) return rc;
-            NODE_API_CALL_RC(env, napi_get_property(env, cur, name, &cur));
-        } else {
-            NODE_API_CALL_RC(env, napi_get_element(env, cur, step, &cur));
-        }
-    }
-    *out = cur;
     return CK_OK;
 }
 
