@@ -204,8 +204,7 @@ static ck_value_kind rd_kind(void *ctx, ck_value v) {
     }
 }
 
-static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
-    ckjs_values *self = ctx;
+static int field_js(ckjs_values *self, ck_value v, ck_key key, ck_value *out, int *present) {
     napi_value name, obj, value;
     int rc = key_value(self, key, &name);
     if (!rc) rc = live(self, v, &obj);
@@ -213,13 +212,13 @@ static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
     NODE_API_CALL_RC(self->env, napi_get_property(self->env, obj, name, &value));
     napi_valuetype type;
     NODE_API_CALL_RC(self->env, napi_typeof(self->env, value, &type));
-    if (type == napi_undefined) return 0;
+    if (type == napi_undefined) return CK_OK;
     *out = wrap(value);
-    rc = path_add(self->paths, v.aux, STEP_KEY | (uint32_t)key, &out->aux);
-    return rc ? rc : 1;
+    *present = 1;
+    return path_add(self->paths, v.aux, STEP_KEY | (uint32_t)key, &out->aux);
 }
 
-static int rd_count(void *ctx, ck_value v, size_t *n) {
+static int rd_count_js(void *ctx, ck_value v, size_t *n) {
     ckjs_values *self = ctx;
     napi_value arr;
     uint32_t len = 0;
@@ -230,7 +229,7 @@ static int rd_count(void *ctx, ck_value v, size_t *n) {
     return CK_OK;
 }
 
-static int rd_item(void *ctx, ck_value v, size_t i, ck_value *out) {
+static int rd_item_js(void *ctx, ck_value v, size_t i, ck_value *out) {
     ckjs_values *self = ctx;
     napi_env env = self->env;
     napi_value arr = js(v), value;
@@ -316,7 +315,7 @@ static int copy_string(ckjs_values *self, napi_value value, const char **s, size
 }
 
 /* The UTF-8 length of string `v`, measured without a copy. */
-static int rd_length(void *ctx, ck_value v, size_t *len) {
+static int rd_length_js(void *ctx, ck_value v, size_t *len) {
     ckjs_values *self = ctx;
     napi_value value;
     int rc = live(self, v, &value);
@@ -325,13 +324,13 @@ static int rd_length(void *ctx, ck_value v, size_t *len) {
     return CK_OK;
 }
 
-static int rd_string(void *ctx, ck_value v, const char **s, size_t *len) {
+static int rd_string_js(void *ctx, ck_value v, const char **s, size_t *len) {
     napi_value value;
     int rc = live(ctx, v, &value);
     return rc ? rc : copy_string(ctx, value, s, len);
 }
 
-static int rd_boolean(void *ctx, ck_value v, int *out) {
+static int rd_boolean_js(void *ctx, ck_value v, int *out) {
     ckjs_values *self = ctx;
     bool b = false;
     napi_value value;
@@ -342,7 +341,7 @@ static int rd_boolean(void *ctx, ck_value v, int *out) {
     return CK_OK;
 }
 
-static int rd_json(void *ctx, ck_value v, const char **s, size_t *len) {
+static int rd_json_js(void *ctx, ck_value v, const char **s, size_t *len) {
     ckjs_values *self = ctx;
     napi_value value, text;
     int rc = live(self, v, &value);
@@ -356,6 +355,44 @@ static int rd_json(void *ctx, ck_value v, const char **s, size_t *len) {
         return CK_OK;
     }
     return copy_string(self, text, s, len);
+}
+
+/*
+ * The callbacks as the core calls them. A JS exception pending is READ_THROWN to the core, a
+ * negative status it hands back unchanged (CKJS_THROWN, 1, would read as success, or as a
+ * field that is there); ckjs_values_read() turns it back.
+ */
+#define READ_THROWN (-1000)
+
+static int read_status(int rc) { return rc == CKJS_THROWN ? READ_THROWN : rc; }
+
+static int rd_field(void *ctx, ck_value v, ck_key key, ck_value *out) {
+    int present = 0, rc = read_status(field_js(ctx, v, key, out, &present));
+    return rc ? rc : present;
+}
+
+static int rd_count(void *ctx, ck_value v, size_t *n) {
+    return read_status(rd_count_js(ctx, v, n));
+}
+
+static int rd_item(void *ctx, ck_value v, size_t i, ck_value *out) {
+    return read_status(rd_item_js(ctx, v, i, out));
+}
+
+static int rd_string(void *ctx, ck_value v, const char **s, size_t *len) {
+    return read_status(rd_string_js(ctx, v, s, len));
+}
+
+static int rd_boolean(void *ctx, ck_value v, int *out) {
+    return read_status(rd_boolean_js(ctx, v, out));
+}
+
+static int rd_json(void *ctx, ck_value v, const char **s, size_t *len) {
+    return read_status(rd_json_js(ctx, v, s, len));
+}
+
+static int rd_length(void *ctx, ck_value v, size_t *len) {
+    return read_status(rd_length_js(ctx, v, len));
 }
 
 void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs_paths *paths) {
@@ -375,7 +412,8 @@ int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format 
     int rc = load_keys(self);
     if (rc) return rc;
     rc = ck_history_read(self->history, &self->reader, wrap(list), from, format, format_out,
-                             err);
+                         err);
+    if (rc == READ_THROWN) rc = CKJS_THROWN;
     if (self->scope && napi_close_handle_scope(self->env, self->scope) != napi_ok && !rc) {
         ckjs_throw_last_error(self->env, "napi_close_handle_scope");
         rc = CKJS_THROWN;
