@@ -24,12 +24,11 @@
       "dependencies": ["ck_core"],
       "sources": [
         "node/src/addon.c",
-        "node/src/apply.c",
         "node/src/compactor.c",
-        "node/src/convert.c",
         "node/src/host.c",
         "node/src/http.c",
-        "node/src/replay.c"
+        "node/src/replay.c",
+        "node/src/values.c"
       ],
       "include_dirs": ["csrc/include"],
       "defines": [

@@ -1,7 +1,8 @@
 // Type declarations for ctxkeel (hand-written; see node/index.js and docs/mapping.md).
 
 /** A message format: Chat Completions ("openai"), Messages API ("anthropic"), or detected. */
-export type Format = 'auto' | 'openai' | 'anthropic';
+export type Format =
+  'auto' | 'openai' | 'anthropic' | 'responses' | 'gemini' | 'ai-sdk' | 'langchain';
 
 /** Token estimators: exact o200k_base or cl100k_base counts, the default (o200k_base, estimated
  * only for one unbroken run over 64 KB), or UTF-8 bytes / 4 rounded up. */

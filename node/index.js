@@ -29,7 +29,6 @@ Object.defineProperty(InputError.prototype, 'name', {
 
 addon._setErrorClasses(CtxkeelError, InputError);
 
-const FORMATS = ['auto', 'openai', 'anthropic'];
 /* The estimator names are the core's (ck_estimator_name). */
 const ESTIMATORS = addon._estimatorNames;
 
@@ -73,6 +72,15 @@ function option(options, key, names) {
   return value;
 }
 
+/* The format option: the name goes to the addon, which takes every name the core does. */
+function formatOption(options) {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw typeError(`options must be an object, not ${describe(options)}`);
+  }
+  return options.format;
+}
+
 function checkMessages(messages) {
   if (!Array.isArray(messages)) {
     throw typeError(`messages must be an array, not ${describe(messages)}`);
@@ -111,13 +119,13 @@ function estimateTokens(x, options) {
 /** Every tool-call pairing violation, in message order; [] when the list is valid. */
 function checkPairs(messages, options) {
   checkMessages(messages);
-  return addon.checkPairs(messages, option(options, 'format', FORMATS));
+  return addon.checkPairs(messages, formatOption(options));
 }
 
 /** A new list with pairing repaired; unchanged messages are the same objects. */
 function repairPairs(messages, options) {
   checkMessages(messages);
-  return addon.repairPairs(messages, option(options, 'format', FORMATS));
+  return addon.repairPairs(messages, formatOption(options));
 }
 
 /** Parses a model's checkpoint reply into {anchors, summary}. */

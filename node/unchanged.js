@@ -8,15 +8,15 @@
 //
 // Objects may be changed in place between calls (a framework appends to a message's content,
 // edits a tool call's arguments), so a message is not judged by its identity. Each call walks
-// every message and records, in order, every value that the addon's reader (node/src/
-// convert.c, docs/mapping.md) takes from it, or more: the role, the content string or items,
-// each item's type and fields, the tool calls' ids, names and arguments, the ids and names of
-// results, and the JSON text of values the reader stringifies (the layout is below). A
-// message is unchanged when its record is value for value (===) the one of the message at the
-// same index on the last call: JS strings are immutable and === compares their text, so equal
-// records mean the reader would copy the same bytes. Reading a field the reader ignores costs
-// a little time, never a wrong answer; missing one would, so the walk follows convert.c branch
-// for branch and then takes more.
+// every message and records, in order, every value that the core's readers (csrc/src/
+// fmt_openai.c and fmt_anthropic.c, through node/src/values.c) take from it, or more: the
+// role, the content string or items, each item's type and fields, the tool calls' ids, names
+// and arguments, the ids and names of results, and the JSON text of values the reader
+// stringifies (the layout is below). A message is unchanged when its record is value for
+// value (===) the one of the message at the same index on the last call: JS strings are
+// immutable and === compares their text, so equal records mean the reader would copy the
+// same bytes. Reading a field the reader ignores costs a little time, never a wrong answer;
+// missing one would, so the walk follows those readers branch for branch and then takes more.
 'use strict';
 
 // A record is a sequence in which every value says what follows it, so two records are equal
@@ -153,7 +153,8 @@ function json(r, value) {
   r.put(text);
 }
 
-/** A tool result's content: a string, or a list of text items and strings. */
+/** A tool result's content: a string, or a list of items (a text item's text is joined, any
+ * other type is an attachment, so the type is recorded too) and strings. */
 function texts(r, content) {
   if (!Array.isArray(content)) {
     r.put(content);
@@ -164,6 +165,7 @@ function texts(r, content) {
   for (let m = 0; m < content.length; m++) {
     const item = content[m];
     if (isObject(item)) {
+      r.put(item.type);
       r.put(item.text);
     } else {
       r.put(NOT_OBJECT);
@@ -191,9 +193,15 @@ function block(r, item) {
     r.put(item.is_error);
     r.put(item.tool_use_id);
     texts(r, item.content);
-  } else if (type !== 'image' && type !== 'image_url') {
+  } else if (type === 'image') {
+    // An image with a source is Anthropic's: it can decide the dialect.
+    r.put(item.source !== undefined);
+  } else if (type !== 'image_url') {
+    // Kept whole: its text, thinking or data, else the text or JSON of its content.
     r.put(item.text);
     r.put(item.thinking);
+    r.put(item.data);
+    json(r, item.content);
   }
 }
 

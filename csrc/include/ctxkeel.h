@@ -807,7 +807,11 @@ CK_API const char *ck_key_name(ck_key key);
  *            with ck_history_alloc());
  *   boolean  a boolean's value;
  *   json     the compact JSON text of any value (a tool call's arguments object), kept valid
- *            as strings are.
+ *            as strings are;
+ *   length   optional (NULL: none): the byte length of string `v`'s UTF-8, without a copy.
+ *            A host whose `string` copies gives it, so that pieces joined into one text (a
+ *            tool result's list of texts) are measured, and refused together over
+ *            CK_MAX_STRING, before any of them is copied.
  * The callbacks run on the thread that called the core, one at a time.
  */
 typedef struct ck_host_reader {
@@ -819,6 +823,7 @@ typedef struct ck_host_reader {
     int (*string)(void *ctx, ck_value v, const char **s, size_t *len);
     int (*boolean)(void *ctx, ck_value v, int *out);
     int (*json)(void *ctx, ck_value v, const char **s, size_t *len);
+    int (*length)(void *ctx, ck_value v, size_t *len);
 } ck_host_reader;
 
 /*

@@ -265,19 +265,33 @@ int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item) {
     return CK_OK;
 }
 
-/* String v, item j of the list `path` names (its field `suffix` when not ""), read as
- * ck__rd_string() does; the place is formatted only for an error. */
-static int fmt_joined_piece(ck__rd *rd, ck_value v, const char *path, size_t j,
-                            const char *suffix, const char **s, size_t *len) {
+/* One text of a joined list: where it was found and, once read, its bytes. */
+typedef struct fmt_piece {
+    ck_value v;
+    const char *s; /* NULL: no text at this item */
+    size_t len;
+    int in_text; /* the item's .text, not the item itself */
+} fmt_piece;
+
+/* Piece j of the list `path` names: its bytes, or with `measure` (the host has a length
+ * callback) only its length, checked against the limit; read as ck__rd_string() does, and the
+ * place is formatted only for an error. */
+static int fmt_joined_piece(ck__rd *rd, const char *path, size_t j, fmt_piece *p, int measure) {
     int rc = CK_ETYPE;
-    if (ck__rd_kind(rd, v) == CK_VALUE_STRING &&
-        (rc = rd->r->string(rd->r->ctx, v, s, len)) >= 0) {
-        if (!*s) *s = "";
-        return CK_OK;
+    if (ck__rd_kind(rd, p->v) == CK_VALUE_STRING) {
+        if (!measure) {
+            rc = rd->r->string(rd->r->ctx, p->v, &p->s, &p->len);
+        } else if ((rc = rd->r->length(rd->r->ctx, p->v, &p->len)) >= 0) {
+            if (p->len > CK_MAX_STRING) rc = CK_ETOOBIG;
+        }
+        if (rc >= 0) {
+            if (!p->s) p->s = "";
+            return CK_OK;
+        }
     }
     char base[96], where[128];
     snprintf(base, sizeof base, path, rd->at[0], rd->at[1]);
-    snprintf(where, sizeof where, "%s[%zu]%s", base, j, suffix);
+    snprintf(where, sizeof where, "%s[%zu]%s", base, j, p->in_text ? ".text" : "");
     if (rc == CK_ETYPE) return ck__rd_fail(rd, CK_ETYPE, "expected a string", "%s", where);
     return fmt_host_fail_at(rd, rc, where);
 }
@@ -293,49 +307,63 @@ int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *l
     size_t n;
     int rc = ck__rd_count(rd, content, &n);
     if (rc) return rc;
-    /* Two passes over the items: measure, then copy into the history's storage. */
-    const char **texts = n ? ck__calloc(n, sizeof *texts) : NULL;
-    size_t *lens = n ? ck__calloc(n, sizeof *lens) : NULL;
-    if (n && (!texts || !lens)) {
-        ck__free(texts);
-        ck__free(lens);
-        return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
-    }
+    /* Find and measure the pieces, then copy them into the history's storage. A host that
+     * copies strings measures them first, so a whole over the limit is refused before any
+     * piece is copied. */
+    int measure = rd->r->length != NULL;
+    fmt_piece *pieces = n ? ck__calloc(n, sizeof *pieces) : NULL;
+    if (n && !pieces) return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
     size_t total = 0, found = 0;
     for (size_t j = 0; j < n && !rc; j++) {
-        ck_value item, text;
+        ck_value item;
+        fmt_piece *p = &pieces[j];
         if ((rc = ck__rd_item(rd, content, j, &item))) break;
         if (ck__rd_kind(rd, item) == CK_VALUE_STRING) {
-            rc = fmt_joined_piece(rd, item, path, j, "", &texts[j], &lens[j]);
+            p->v = item;
+            rc = fmt_joined_piece(rd, path, j, p, measure);
         } else if (ck__rd_kind(rd, item) == CK_VALUE_OBJECT) {
-            int got = ck__rd_field(rd, item, CK_KEY_TEXT, &text);
+            int got = ck__rd_field(rd, item, CK_KEY_TEXT, &p->v);
+            p->in_text = 1;
             if (got < 0) rc = got;
-            else if (got && ck__rd_kind(rd, text) != CK_VALUE_NULL)
-                rc = fmt_joined_piece(rd, text, path, j, ".text", &texts[j], &lens[j]);
+            else if (got && ck__rd_kind(rd, p->v) != CK_VALUE_NULL)
+                rc = fmt_joined_piece(rd, path, j, p, measure);
         }
-        if (!rc && texts[j]) {
-            total += lens[j] + (found ? 1 : 0);
+        if (!rc && p->s) {
+            total += p->len + (found ? 1 : 0);
             found++;
         }
     }
-    if (!rc && found == 1) {
-        for (size_t j = 0; j < n; j++)
-            if (texts[j]) {
-                *out = texts[j];
-                *len = lens[j];
-            }
-    } else if (!rc && found > 1 && total > CK_MAX_STRING) {
+    if (!rc && found > 1 && total > CK_MAX_STRING) {
         /* Refused before a copy of that size is made; each piece was within the limit. */
         rc = fmt_fail_path(rd, CK_ETOOBIG, CK__MSG_TOO_BIG, path);
+    }
+    for (size_t j = 0; measure && !rc && j < n; j++) {
+        if (!pieces[j].s) continue;
+        pieces[j].s = NULL;
+        rc = fmt_joined_piece(rd, path, j, &pieces[j], 0);
+    }
+    if (!rc && found == 1) {
+        for (size_t j = 0; j < n; j++)
+            if (pieces[j].s) {
+                *out = pieces[j].s;
+                *len = pieces[j].len;
+            }
     } else if (!rc && found > 1) {
-        char *buf = ck_history_alloc(rd->h, total + 1);
-        if (!buf) rc = ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+        /* Sized again from the copies, as they are joined below. */
+        total = 0;
+        for (size_t j = 0; j < n; j++)
+            if (pieces[j].s) total += pieces[j].len + (total ? 1 : 0);
+        char *buf = total <= CK_MAX_STRING ? ck_history_alloc(rd->h, total + 1) : NULL;
+        if (!buf && total > CK_MAX_STRING)
+            rc = fmt_fail_path(rd, CK_ETOOBIG, CK__MSG_TOO_BIG, path);
+        else if (!buf)
+            rc = ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
         size_t at = 0;
         for (size_t j = 0; buf && j < n; j++) {
-            if (!texts[j]) continue;
+            if (!pieces[j].s) continue;
             if (at) buf[at++] = '\n';
-            memcpy(buf + at, texts[j], lens[j]);
-            at += lens[j];
+            memcpy(buf + at, pieces[j].s, pieces[j].len);
+            at += pieces[j].len;
         }
         if (buf) {
             buf[at] = '\0';
@@ -343,8 +371,7 @@ int ck__rd_joined_text(ck__rd *rd, ck_value content, const char **out, size_t *l
             *len = at;
         }
     }
-    ck__free(texts);
-    ck__free(lens);
+    ck__free(pieces);
     return rc;
 }
 
@@ -385,6 +412,7 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                             NULL);
         h->dialect = format;
         h->dialect_decided = 1;
+        h->decided_at = 0;
     }
     for (size_t i = from; i < n; i++) {
         rd.index = i;
@@ -402,6 +430,8 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                     best_score = score;
                 }
             }
+            if (h->dialect == CK_FORMAT_AUTO)
+                h->guess = best ? best->format : CK_FORMAT_OPENAI;
             if (best_score == 2) {
                 /* The messages read before were shared ones, unless this dialect cannot read
                  * them at all (a Gemini turn has no "content"; a LangChain list after Chat
@@ -417,8 +447,9 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                 rd.index = i;
                 h->dialect = best->format;
                 h->dialect_decided = 1;
+                h->decided_at = i;
             } else if (h->dialect == CK_FORMAT_AUTO) {
-                h->dialect = best ? best->format : CK_FORMAT_OPENAI;
+                h->dialect = h->guess;
             }
         } else {
             /* A message that only another dialect writes is a mistake worth naming. */

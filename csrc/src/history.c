@@ -61,6 +61,15 @@ void ck_history_truncate(ck_history *self, size_t n) {
     if (!self || n >= self->n_msgs) return;
     self->n_parts = self->msgs[n].first_part;
     self->n_msgs = n;
+    /* The dialect a cut message decided is decided again by what is read next, as a fresh
+     * read of the same list would. */
+    if (n == 0) {
+        self->dialect = CK_FORMAT_AUTO;
+        self->dialect_decided = 0;
+    } else if (self->dialect_decided && self->decided_at >= n) {
+        self->dialect = self->guess;
+        self->dialect_decided = 0;
+    }
 }
 
 char *ck_history_alloc(ck_history *self, size_t size) {

@@ -45,7 +45,8 @@ struct ck_history {
     struct ck__arena_block *arena;
     ck__json_doc *json;
     /* Filled by ck_history_read(): the host value of each message and of each part, and the
-     * dialect (decided: a message only that dialect writes was seen). */
+     * dialect (decided: a message only that dialect writes was seen, at decided_at; until
+     * then `guess`, what the first message looked like). */
     ck_value *msg_values;
     size_t cap_msg_values;
     ck_value *part_values;
@@ -54,8 +55,9 @@ struct ck_history {
      * {"type", "data": {...}}); an empty value for a message that is not wrapped. */
     ck_value *inner_values;
     size_t cap_inner_values;
-    ck_format dialect;
+    ck_format dialect, guess;
     int dialect_decided;
+    size_t decided_at;
 };
 
 /* The parts of message `i` (no bounds check: callers loop below ck_history_count()). */

@@ -133,8 +133,9 @@ static ck_history *json_parse(const char *text, size_t len, ck_format format, ck
                       CK_NONE, NULL);
     }
     if (!rc) {
-        ck_host_reader r = {h,           json_kind,   json_field, json_count,
-                            json_item,   json_string, json_boolean, json_json};
+        /* No length callback: strings are borrowed from the document, never copied. */
+        ck_host_reader r = {h,         json_kind,   json_field,   json_count, json_item,
+                            json_string, json_boolean, json_json, NULL};
         rc = ck_history_read(h, &r, json_wrap(doc->messages), 0, format, NULL, err);
     }
     if (rc) {

@@ -13,7 +13,6 @@
 
 #include "napi_util.h"
 
-const char *const ckjs_format_names[3] = {"auto", "openai", "anthropic"};
 const char *const ckjs_estimator_names[3] = {"default", "chars4", "cl100k"};
 
 /* ------------------------------------------------------------------------------------------ */
@@ -33,7 +32,7 @@ static void state_finalize(napi_env env, void *data, void *hint) {
     /* The environment is going away: there is no caller to report a failed deletion to, so
      * each reference is released on its own and the struct is freed regardless. */
     napi_ref refs[] = {state->json_stringify, state->json_parse, state->error_class,
-                       state->input_error_class, state->job_class};
+                       state->input_error_class, state->job_class, state->keys};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
         if (refs[i] && napi_delete_reference(env, refs[i]) != napi_ok) continue;
     }
@@ -206,6 +205,24 @@ int ckjs_choice(napi_env env, napi_value value, const char *what, const char *co
     return -1;
 }
 
+int ckjs_format_arg(napi_env env, napi_value value, const char *what, ck_format *out) {
+    napi_valuetype type = napi_undefined;
+    if (value) NODE_API_CALL_BASE(env, napi_typeof(env, value, &type), -1);
+    if (type == napi_string) {
+        char buf[32];
+        size_t len = 0;
+        NODE_API_CALL_BASE(env, napi_get_value_string_utf8(env, value, buf, sizeof buf, &len), -1);
+        if (len < sizeof buf - 1 && ck_format_from_name(buf, len, out) == CK_OK) return 0;
+    }
+    /* Undefined keeps *out; anything else is refused with the list of names. */
+    const char *names[CK_FORMAT_COUNT];
+    for (int i = 0; i < CK_FORMAT_COUNT; i++) names[i] = ck_format_name((ck_format)i);
+    int choice = (int)*out;
+    if (ckjs_choice(env, value, what, names, CK_FORMAT_COUNT, choice, &choice)) return -1;
+    *out = (ck_format)choice;
+    return 0;
+}
+
 napi_value ckjs_string(napi_env env, const char *s, size_t len) {
     napi_value value;
     NODE_API_CALL(env, napi_create_string_utf8(env, len ? s : "", len, &value));
@@ -374,6 +391,29 @@ static napi_value estimator_name_list(napi_env env) {
     return list;
 }
 
+/* The tokens of a message list, or of one message (`one`), read through the core's format
+ * layer. Returns CK_OK, a core status with `err` naming the place, or CKJS_THROWN. */
+static int estimate_messages(napi_env env, napi_value x, int one, ck_estimator est,
+                             js_counter *jc, const ck_counter *counter, uint64_t *tokens,
+                             ck_error *err) {
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    if (!h) return CK_ENOMEM;
+    ckjs_paths paths = {0};
+    ckjs_values values;
+    napi_value list;
+    ckjs_values_init(&values, env, h, &paths);
+    int rc = one ? ckjs_values_read_one(&values, x, &list, CK_FORMAT_AUTO, NULL, err)
+                 : ckjs_values_read(&values, x, 0, CK_FORMAT_AUTO, NULL, err);
+    if (!rc && jc->fn)
+        rc = counted(jc, one ? ck_count_message(h, 0, counter) : ck_count_history(h, counter),
+                     tokens);
+    else if (!rc)
+        *tokens = one ? ck_estimate_message(h, 0, est) : ck_estimate_history(h, est);
+    ck_history_free(h);
+    ckjs_paths_dispose(&paths);
+    return rc;
+}
+
 /* estimateTokens(x, estimator): a string, a message, a message list or a tool list; the
  * estimator is a name or a token-counting function. */
 static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
@@ -407,28 +447,14 @@ static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
         bool messages = false;
         if ((rc = looks_like_messages(env, x, &messages))) return NULL;
         if (messages) {
-            ckjs_messages src;
-            if (!(rc = ckjs_messages_read(env, x, &src, &err))) {
-                if (jc.fn)
-                    rc = counted(&jc, ck_count_history(src.history, &counter), &tokens);
-                else
-                    tokens = ck_estimate_history(src.history, (ck_estimator)est);
-                ckjs_messages_dispose(&src);
-            }
+            rc = estimate_messages(env, x, 0, (ck_estimator)est, &jc, &counter, &tokens, &err);
         } else {
             napi_value json;
             if (!(rc = ckjs_json_stringify(env, x, &json)))
                 rc = estimate_string(env, json, 1, (ck_estimator)est, &jc, &tokens);
         }
     } else if (type == napi_object) {
-        ckjs_messages src;
-        if (!(rc = ckjs_message_read_one(env, x, &src, &err))) {
-            if (jc.fn)
-                rc = counted(&jc, ck_count_message(src.history, 0, &counter), &tokens);
-            else
-                tokens = ck_estimate_message(src.history, 0, (ck_estimator)est);
-            ckjs_messages_dispose(&src);
-        }
+        rc = estimate_messages(env, x, 1, (ck_estimator)est, &jc, &counter, &tokens, &err);
     } else {
         return ckjs_throw_type_error(
             env, "x must be a string, a message, a message list or a tool list, not %s",
@@ -632,6 +658,15 @@ NAPI_MODULE_INIT() {
     NODE_API_CALL(env, napi_create_reference(env, stringify, 1, &state->json_stringify));
     NODE_API_CALL(env, napi_get_named_property(env, json, "parse", &parse));
     NODE_API_CALL(env, napi_create_reference(env, parse, 1, &state->json_parse));
+    /* The field names the dialects read, made once (values.c looks them up by ck_key). */
+    napi_value keys, key;
+    NODE_API_CALL(env, napi_create_array_with_length(env, CK_KEY_COUNT, &keys));
+    for (uint32_t i = 0; i < CK_KEY_COUNT; i++) {
+        NODE_API_CALL(env, napi_create_string_utf8(env, ck_key_name((ck_key)i), NAPI_AUTO_LENGTH,
+                                                   &key));
+        NODE_API_CALL(env, napi_set_element(env, keys, i, key));
+    }
+    NODE_API_CALL(env, napi_create_reference(env, keys, 1, &state->keys));
 
     napi_value version, codes, estimators;
     NODE_API_CALL(env, napi_create_string_utf8(env, ck_version(), NAPI_AUTO_LENGTH, &version));

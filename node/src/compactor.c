@@ -9,7 +9,7 @@
  *     if (job.needsSummary) { reply = await summarize(job.request()); job.setSummary(reply) }
  *     result = await job.finish(snapshot)
  *
- * Between the steps the Job owns everything the core reads: the history (whose strings convert.c
+ * Between the steps the Job owns everything the core reads: the history (whose strings values.c
  * copied into the history's own storage, so nothing is borrowed from V8) and the compaction.
  * The Job holds a reference to its Compactor object so that the compactor outlives it, and a
  * compactor runs one job at a time, because a compaction reads and updates the session state
@@ -56,6 +56,7 @@ typedef struct ckjs_job ckjs_job;
  */
 typedef struct reuse_cache {
     ck_history *history;
+    ckjs_paths paths; /* where the history's values lie in the list (values.c) */
     size_t live, taken;
 } reuse_cache;
 
@@ -222,6 +223,7 @@ static void compactor_free_if_unused(napi_env env, ckjs_compactor *self) {
     ck_compactor_free(self->ck);
     ckjs_host_free(env, self->host);
     ck_history_free(self->reuse.history);
+    ckjs_paths_dispose(&self->reuse.paths);
     free(self);
 }
 
@@ -449,12 +451,11 @@ static int string_option(option_reader *r, const char *key, char **out) {
     return 0;
 }
 
-static int choice_option(option_reader *r, const char *key, const char *const *names, int n,
-                         int *out) {
+static int format_option(option_reader *r, const char *key, ck_format *out) {
     napi_value value;
     napi_valuetype type;
     if (read_option(r, key, &value, &type)) return -1;
-    return ckjs_choice(r->env, type == napi_undefined ? NULL : value, r->name, names, n, *out, out);
+    return ckjs_format_arg(r->env, type == napi_undefined ? NULL : value, r->name, out);
 }
 
 /* Reads a boolean argument. Returns 0, or -1 with a TypeError naming `what` pending. */
@@ -692,7 +693,7 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
     r.obj = obj;
     napi_value value;
     napi_valuetype type;
-    int format = CK_FORMAT_AUTO;
+    ck_format format = CK_FORMAT_AUTO;
     if (read_option(&r, "contextWindow", &value, &type)) return -1;
     if (type == napi_undefined) {
         ckjs_throw_type_error(env, "options.contextWindow is required");
@@ -710,9 +711,8 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
     uint64_t keep_tail = 0;
     if (integer_option(&r, "keepTail", 1, 4294967295.0, &keep_tail)) return -1;
     o->keep_tail = (uint32_t)keep_tail;
-    if (estimator_option(&r, st, o) || choice_option(&r, "format", ckjs_format_names, 3, &format))
-        return -1;
-    o->format = (ck_format)format;
+    if (estimator_option(&r, st, o) || format_option(&r, "format", &format)) return -1;
+    o->format = format;
     if (read_option(&r, "pinFirstUser", &value, &type)) return -1;
     if (type != napi_undefined) {
         bool pin = true;
@@ -824,7 +824,7 @@ typedef struct compactor_op {
     napi_ref input_ref; /* finish: the snapshot; offload: the message */
     /* Inputs. */
     ck_history *history; /* offload: the message as a history (strings copied) */
-    ck_format format;    /* offload: its format */
+    ckjs_paths paths;    /* offload: where its values lie (values.c) */
     uint64_t tool_tokens;
     int use_model;
     char *ref, *pattern; /* read, search (ref NULL: the whole session) */
@@ -921,11 +921,11 @@ static napi_value op_result(napi_env env, compactor_op *op, napi_value input) {
             return result;
         case OP_OFFLOAD: {
             if (ck_view_is_identity(op->view)) return input;
-            ckjs_messages src;
-            src.history = op->history;
-            src.objects = &input;
-            src.count = 1;
-            if (!(list = ckjs_view_apply(env, &src, op->view, op->format))) return NULL;
+            ckjs_values values;
+            ckjs_values_init(&values, env, op->history, &op->paths);
+            NODE_API_CALL(env, napi_create_array_with_length(env, 1, &list));
+            NODE_API_CALL(env, napi_set_element(env, list, 0, input));
+            if (!(list = ckjs_values_build(&values, list, op->view))) return NULL;
             NODE_API_CALL(env, napi_get_element(env, list, 0, &result));
             return result;
         }
@@ -973,6 +973,7 @@ static void op_dispose(napi_env env, compactor_op *op, bool ok) {
     op->call = NULL;
     if (op->kind == OP_BEGIN && !ok) job_discard(env, op->job);
     ck_history_free(op->history);
+    ckjs_paths_dispose(&op->paths);
     ck_view_free(op->view);
     ck_free(op->text);
     free(op->ref);
@@ -1120,11 +1121,22 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     }
     /* Only the history is kept: the napi values of the objects die with this call. The
      * history owns copies of every string, so a worker may read it. */
-    size_t from = 0, taken = 0;
+    size_t from = 0;
+    /* unchanged.js follows the fields the OpenAI and Anthropic readers take; a history of
+     * another dialect is read again whole rather than trusted on a weaker check. */
+    ck_format kept = self->reuse.history ? ck_history_dialect(self->reuse.history)
+                                         : CK_FORMAT_AUTO;
+    if (kept != CK_FORMAT_OPENAI && kept != CK_FORMAT_ANTHROPIC) unchanged = 0;
     ck_history *history = reuse_take(&self->reuse, (size_t)unchanged, &from);
+    ck_compactor_options o;
+    ck_compactor_get_options(self->ck, &o);
     ck_error err;
-    int rc = history ? ckjs_messages_append(env, argv[0], (uint32_t)from, history, &taken, &err)
+    ck_format format = CK_FORMAT_OPENAI;
+    ckjs_values values;
+    ckjs_values_init(&values, env, history, &self->reuse.paths);
+    int rc = history ? ckjs_values_read(&values, argv[0], from, o.format, &format, &err)
                      : CK_ENOMEM;
+    size_t taken = values.taken;
     ckjs_job *job = rc ? NULL : calloc(1, sizeof *job);
     if (!job) {
         ck_history_free(history);
@@ -1136,13 +1148,7 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     job->count = ck_history_count(history);
     job->owner = self;
     self->job = job;
-    ck_compactor_options o;
-    ck_compactor_get_options(self->ck, &o);
-    rc = ck_history_format(job->history, o.format, &job->format, &err);
-    if (rc) {
-        job_discard(env, job);
-        return ckjs_fail(env, rc, &err);
-    }
+    job->format = format;
     if (napi_create_reference(env, this_arg, 1, &job->owner_ref) != napi_ok) {
         ckjs_throw_last_error(env, "napi_create_reference");
         job_discard(env, job);
@@ -1174,21 +1180,22 @@ static napi_value compactor_offload(napi_env env, napi_callback_info info) {
     if (type != napi_object || is_array)
         return ckjs_throw_type_error(env, "message must be an object, not %s",
                                      argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
-    ckjs_messages src;
-    ck_error err;
-    int rc = ckjs_message_read_one(env, argv[0], &src, &err);
-    if (rc) return ckjs_fail(env, rc, &err);
-    free(src.objects);
     compactor_op op;
     memset(&op, 0, sizeof op);
     op.kind = OP_OFFLOAD;
     op.owner = self;
-    op.history = src.history;
-    op.format = CK_FORMAT_OPENAI;
+    if (!(op.history = ck_history_new(CK_HISTORY_TRUSTED_UTF8)))
+        return ckjs_fail(env, CK_ENOMEM, NULL);
     ck_compactor_options o;
     ck_compactor_get_options(self->ck, &o);
-    if ((rc = ck_history_format(op.history, o.format, &op.format, &err))) {
+    ck_error err;
+    ckjs_values values;
+    napi_value list;
+    ckjs_values_init(&values, env, op.history, &op.paths);
+    int rc = ckjs_values_read_one(&values, argv[0], &list, o.format, NULL, &err);
+    if (rc) {
         ck_history_free(op.history);
+        ckjs_paths_dispose(&op.paths);
         return ckjs_fail(env, rc, &err);
     }
     return op_launch(env, &op, this_arg, argv[0]);
@@ -1382,7 +1389,7 @@ static napi_value compactor_options(napi_env env, napi_callback_info info) {
         set_value(env, obj, "target", number_value(env, o.target)) ||
         set_value(env, obj, "keepTailTokens", number_value(env, (double)o.keep_tail_tokens)) ||
         set_value(env, obj, "estimator", cstring_value(env, ckjs_estimator_names[o.estimator])) ||
-        set_value(env, obj, "format", cstring_value(env, ckjs_format_names[o.format])) ||
+        set_value(env, obj, "format", cstring_value(env, ck_format_name(o.format))) ||
         set_value(env, obj, "pinFirstUser",
                   bool_value(env, !(o.flags & CK_OPT_NO_PIN_FIRST_USER))) ||
         set_value(env, obj, "backendTimeout", number_value(env, o.backend_timeout)))
@@ -1470,24 +1477,6 @@ static napi_value job_set_failure(napi_env env, napi_callback_info info) {
     return job_set_text(env, info, 1);
 }
 
-/* Fetches from the snapshot the objects of the source messages that the view uses (after a
- * compaction, a few of a long list), into `objects` (NULL-filled, one slot a message).
- * Returns 0, or -1 with an exception pending. */
-static int fetch_sources(napi_env env, napi_value snapshot, const ck_view *view,
-                         napi_value *objects) {
-    for (size_t i = 0; i < ck_view_count(view); i++) {
-        ck_out_msg m;
-        ck_view_get(view, i, &m);
-        for (size_t k = 0; k <= m.n_parts; k++) {
-            size_t src = k == m.n_parts ? m.src : m.parts[k].src_msg;
-            if (src == CK_NONE || objects[src]) continue;
-            NODE_API_CALL_BASE(env, napi_get_element(env, snapshot, (uint32_t)src, &objects[src]),
-                               -1);
-        }
-    }
-    return 0;
-}
-
 /* The result object of finish(): {messages, tier, record, tokensBefore, tokensAfter}. */
 static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     napi_value messages = NULL;
@@ -1498,15 +1487,9 @@ static napi_value job_result(napi_env env, ckjs_job *job, napi_value snapshot) {
     NODE_API_CALL(env, napi_get_array_length(env, snapshot, &length));
     if (length == job->count && ck_view_count(view) == job->count && ck_view_is_identity(view))
         return job_result_object(env, job, snapshot);
-    ckjs_messages src;
-    src.history = job->history;
-    src.count = job->count;
-    src.objects = calloc(job->count ? job->count : 1, sizeof *src.objects);
-    if (!src.objects) return ckjs_fail(env, CK_ENOMEM, NULL);
-    if (!fetch_sources(env, snapshot, view, src.objects))
-        messages = ckjs_view_apply(env, &src, view, job->format);
-    free(src.objects);
-    if (!messages) return NULL;
+    ckjs_values values;
+    ckjs_values_init(&values, env, job->history, &job->owner->reuse.paths);
+    if (!(messages = ckjs_values_build(&values, snapshot, view))) return NULL;
     return job_result_object(env, job, messages);
 }
 

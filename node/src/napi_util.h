@@ -1,9 +1,8 @@
 /*
  * napi_util.h - what the files of the Node-API addon share: the checked-call macros, the
- * per-addon state, error helpers, and the two halves of the message mapping (convert.c reads
- * JS messages into a ck_history, apply.c turns a ck_view back into JS messages).
- *
- * The mapping rules are docs/mapping.md; csrc/src/json.c implements the same rules for cJSON.
+ * per-addon state, error helpers, and the core's host reader and builder over JS values
+ * (values.c), through which the core's format layer reads and builds messages as it does the
+ * CLI's JSON (csrc/src/json.c).
  */
 #ifndef CKJS_NAPI_UTIL_H_
 #define CKJS_NAPI_UTIL_H_
@@ -41,10 +40,6 @@
  */
 #define CKJS_THROWN 1
 
-/* The `host` tags of docs/mapping.md: which JS object a part came from. */
-#define CKJS_HOST_CONTENT_WHOLE 0xFFFFFFu
-#define CKJS_HOST_TOOL_CALL (1u << 24)
-
 /*
  * Per-addon state, one per loaded instance (main thread or a worker), held with
  * napi_set_instance_data so that no C static ever holds a napi value.
@@ -55,6 +50,7 @@ typedef struct ckjs_state {
     napi_ref error_class;       /* ctxkeel.Error from index.js; NULL when the addon is used bare */
     napi_ref input_error_class; /* ctxkeel.InputError, likewise */
     napi_ref job_class;         /* the Job constructor (compactor.c); never exported */
+    napi_ref keys;              /* an array of the field names of ck_key_name(), by ck_key */
 } ckjs_state;
 
 /* The state of the instance that `env` belongs to (NULL only if loading failed half-way). */
@@ -105,9 +101,13 @@ const char *ckjs_type_name(napi_env env, napi_value value);
 int ckjs_choice(napi_env env, napi_value value, const char *what, const char *const *names,
                 int n_names, int fallback, int *out);
 
-/* The accepted values of the `format` and `estimator` options, in ck_format/ck_estimator order. */
-extern const char *const ckjs_format_names[3];
+/* The accepted values of the `estimator` option, in ck_estimator order. */
 extern const char *const ckjs_estimator_names[3];
+
+/* Reads an optional format name (any ck_format_from_name() takes): undefined keeps *out;
+ * another string -> RangeError; another type -> TypeError, both naming `what` and listing the
+ * names. Returns 0, or -1 with an exception pending. */
+int ckjs_format_arg(napi_env env, napi_value value, const char *what, ck_format *out);
 
 /* Returns a new JS string holding `len` bytes of UTF-8 `s`, or NULL with an exception
  * pending. */
@@ -143,56 +143,75 @@ int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
                         napi_value *this_arg, napi_value *options);
 
 /* ------------------------------------------------------------------------------------------ */
-/* convert.c - JS messages to a ck_history                                                    */
+/* values.c - the core's host reader and builder over JS values                              */
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * A history read from JS messages, with the JS object of every message so that a view can
- * hand the very same objects back. The napi values live in the handle scope of the call that
- * read them, so a ckjs_messages must not outlive that call.
+ * Where every value read lies, from the message list down (list[3].content[1]): the history
+ * keeps read values for building, and the napi_values die with the message (or call) that read
+ * them, so a read value's `aux` names its path and the builder (or a later look at an earlier
+ * message) finds the value again in the list it is given (the same list, or one whose leading
+ * messages are unchanged since). A path of up to four steps below its message, each a field or
+ * an item below 64, is held in `aux` itself; only a deeper or wider one takes a node here.
+ * Kept with the history it describes and cut with it (ckjs_paths_truncate()).
  */
-typedef struct ckjs_messages {
-    ck_history *history;
-    napi_value *objects; /* message i's JS object */
-    size_t count;
-} ckjs_messages;
+typedef struct ckjs_path_node {
+    uint64_t parent; /* the aux of the value this one is a field or an item of */
+    uint32_t step;   /* an item index, or a field (values.c) */
+    uint32_t msg;    /* the message the path starts at */
+} ckjs_path_node;
 
-/*
- * Reads a JS array of messages (docs/mapping.md). `messages` must be an array; the caller
- * checks that and throws the TypeError. Strings are copied once into the history's storage.
- * Returns CK_OK, a core status with `err` naming the place ("messages[3].content"), or
- * CKJS_THROWN. On failure `out` is disposed already.
- */
-int ckjs_messages_read(napi_env env, napi_value messages, ckjs_messages *out, ck_error *err);
+typedef struct ckjs_paths {
+    ckjs_path_node *nodes;
+    size_t n, cap;
+} ckjs_paths;
 
-/*
- * Reads messages [from, length) of the JS array `messages` and appends them to `h`, a history
- * made with CK_HISTORY_TRUSTED_UTF8 that holds `from` messages already (the list's own, read
- * before and unchanged since). Strings are copied into h's storage, and the bytes of it taken
- * are added to *taken. Returns CK_OK, a core status with `err` naming the place, or
- * CKJS_THROWN; on failure h holds a part of the list only and must be cleared or freed.
- */
-int ckjs_messages_append(napi_env env, napi_value messages, uint32_t from, ck_history *h,
-                         size_t *taken, ck_error *err);
+/* Keeps the paths of messages [0, n) only. */
+void ckjs_paths_truncate(ckjs_paths *self, size_t n);
+void ckjs_paths_dispose(ckjs_paths *self);
 
-/* Reads one message object as a one-message history; places are named "message.content"... */
-int ckjs_message_read_one(napi_env env, napi_value message, ckjs_messages *out, ck_error *err);
+/* A read or a build of JS messages through the core's format layer, within one call. */
+#define CKJS_SHORTS 256   /* slots of ckjs_values.shorts (a power of two) */
+#define CKJS_SHORT_MAX 32 /* the longest string shared there, in bytes */
 
-/* Frees the history and the object table. Safe on a zeroed or disposed struct. */
-void ckjs_messages_dispose(ckjs_messages *self);
+typedef struct ckjs_values {
+    napi_env env;
+    ck_history *history; /* read into; strings copied into its storage */
+    ckjs_paths *paths;   /* where the values read lie */
+    size_t taken;        /* bytes of that storage the strings took */
+    char *at, *end;      /* the free part of the current chunk of it */
+    napi_value list;     /* the message list read, or built from */
+    napi_handle_scope scope; /* the scope of the message being read, or NULL */
+    size_t current;          /* the index of that message, or SIZE_MAX */
+    ck_host_reader reader;
+    napi_value keys; /* the addon's array of field names, fetched once per call */
+    napi_value key[CK_KEY_COUNT];
+    /* Short strings copied in this read, by content: the core reads the same roles, item
+     * types and ids again and again, and each copy would stay in the history's storage.
+     * One slot a hash, the newest string wins; an empty slot has s == NULL. */
+    struct ckjs_short {
+        const char *s;
+        size_t len;
+    } shorts[CKJS_SHORTS];
+} ckjs_values;
 
-/* ------------------------------------------------------------------------------------------ */
-/* apply.c - views back to JS, and the pair operations                                        */
-/* ------------------------------------------------------------------------------------------ */
+void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs_paths *paths);
 
-/*
- * Builds the JS message array a view describes: KEEP messages are the source objects
- * themselves, EDIT messages shallow copies with content/tool_calls rebuilt, NEW messages new
- * objects in `format`'s shape. Sources are never mutated. Returns NULL with an exception
- * pending on failure.
- */
-napi_value ckjs_view_apply(napi_env env, const ckjs_messages *src, const ck_view *view,
-                           ck_format format);
+/* ck_history_read() of messages [from, length) of the JS array `list`, each message in its own
+ * handle scope. Returns CK_OK, a core status with `err` naming the place, or CKJS_THROWN (a
+ * getter threw; the exception is pending). */
+int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
+                     ck_format *format_out, ck_error *err);
+
+/* ckjs_values_read() of one message object, as a one-item list (*list, for building); places
+ * are named "message.content"... */
+int ckjs_values_read_one(ckjs_values *self, napi_value message, napi_value *list,
+                         ck_format format, ck_format *format_out, ck_error *err);
+
+/* ck_view_build() of `view` over self->history, finding the values read in `list` (the list
+ * read, or one whose messages the view keeps are unchanged since). NULL with an exception
+ * pending on failure. */
+napi_value ckjs_values_build(ckjs_values *self, napi_value list, const ck_view *view);
 
 /* checkPairs(messages, format?) and repairPairs(messages, format?) as the addon exports them. */
 napi_value ckjs_check_pairs(napi_env env, napi_callback_info info);

@@ -53,11 +53,14 @@ static int replay_read_options(napi_env env, napi_value options, ck_compactor_op
         if (opt->kind == RK_FORMAT || opt->kind == RK_ESTIMATOR) {
             char what[48];
             snprintf(what, sizeof what, "options.%s", opt->name);
-            const char *const *names =
-                opt->kind == RK_FORMAT ? ckjs_format_names : ckjs_estimator_names;
-            if (ckjs_choice(env, v, what, names, 3, 0, &choice)) return CKJS_THROWN;
-            if (opt->kind == RK_FORMAT) *(ck_format *)(void *)field = (ck_format)choice;
-            else *(ck_estimator *)(void *)field = (ck_estimator)choice;
+            if (opt->kind == RK_FORMAT) {
+                ck_format *format = (ck_format *)(void *)field;
+                *format = CK_FORMAT_AUTO;
+                if (ckjs_format_arg(env, v, what, format)) return CKJS_THROWN;
+                continue;
+            }
+            if (ckjs_choice(env, v, what, ckjs_estimator_names, 3, 0, &choice)) return CKJS_THROWN;
+            *(ck_estimator *)(void *)field = (ck_estimator)choice;
             continue;
         }
         if (opt->kind == RK_STRING) {

@@ -102,7 +102,7 @@ describe('new Compactor()', () => {
     ['a zero keepTail', { contextWindow: 10, keepTail: 0 }, RangeError, /options\.keepTail/],
     ['an unknown estimator', { contextWindow: 10, estimator: 'gpt' }, RangeError,
       /options\.estimator/],
-    ['an unknown format', { contextWindow: 10, format: 'gemini' }, RangeError, /options\.format/],
+    ['an unknown format', { contextWindow: 10, format: 'xml' }, RangeError, /options\.format/],
     ['a string pinFirstUser', { contextWindow: 10, pinFirstUser: 'yes' }, TypeError,
       /options\.pinFirstUser/],
     ['an empty sessionId', { contextWindow: 10, sessionId: '' }, RangeError,

@@ -177,7 +177,7 @@ describe('argument types', () => {
       { name: 'TypeError', message: /options\.format/ });
     assert.throws(() => ctxkeel.repairPairs([], { format: 'xml' }),
       { name: 'RangeError', code: 'ERR_INVALID_ARG_VALUE',
-        message: /'auto', 'openai' or 'anthropic'/ });
+        message: /'auto', 'openai', 'anthropic', 'responses', 'gemini', 'ai-sdk' or 'langchain'/ });
     assert.throws(() => ctxkeel.estimateTokens('x', { estimator: 'bpe' }),
       { name: 'RangeError', message: /options\.estimator/ });
     assert.throws(() => ctxkeel.estimateTokens(5),
@@ -198,7 +198,7 @@ describe('argument types', () => {
     assert.throws(() => addon.repairPairs(), { name: 'TypeError', message: /not undefined/ });
     assert.throws(() => addon.checkPairs([], 'xml'), { name: 'RangeError',
       code: 'ERR_INVALID_ARG_VALUE',
-      message: /options\.format must be 'auto', 'openai' or 'anthropic'/ });
+      message: /options\.format must be 'auto', 'openai', 'anthropic', 'responses', 'gemini', 'ai-sdk' or 'langchain'/ });
     assert.throws(() => addon.checkPairs([], 3), { name: 'TypeError', message: /options\.format/ });
     assert.throws(() => addon.estimateTokens(true), { name: 'TypeError', message: /x must be/ });
     assert.throws(() => addon.estimateTokens('x', 'bpe'), { name: 'RangeError' });

@@ -18,7 +18,8 @@ const CASES = fs.readdirSync(ROOT, { withFileTypes: true })
 
 // The dialects this binding reads today; a case in another one is reported as skipped (by name),
 // never passed, until the binding reads through the core's format layer.
-const BINDING_FORMATS = new Set(['auto', 'openai', 'anthropic']);
+const BINDING_FORMATS = new Set(['auto', 'openai', 'anthropic', 'responses', 'gemini', 'ai-sdk',
+  'langchain']);
 const dialectOf = (name) => name.split('/')[0];
 const camel = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 const report = (violations) => violations.map((v) =>

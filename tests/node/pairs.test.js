@@ -316,6 +316,19 @@ describe('repairPairs output shapes', () => {
     assert.equal(Object.isFrozen(out), false);
   });
 
+  it('keeps the very blocks of a long list, past those a value names without a table', () => {
+    // values.c holds a path of items below 64 in the value itself; later items take a node.
+    const blocks = [];
+    for (let k = 0; k < 70; k++) blocks.push(text('block ' + k));
+    blocks.push(result('nobody', 'stray'), { ...text('after'), cache_control: { type: 'ephemeral' } });
+    const input = [user('go'), aAsst(text('ok')), aUser(...blocks)];
+    assert.deepEqual(ctxkeel.checkPairs(input).map((v) => [v.kind, v.part]), [['orphan_result', 70]]);
+    const out = h.assertRepairContract(input);
+    const kept = blocks.filter((_, k) => k !== 70);
+    assert.equal(out[2].content.length, kept.length);
+    out[2].content.forEach((b, k) => assert.equal(b, kept[k], `content[${k}]`));
+  });
+
   it('keeps symbol keys and an own __proto__ key as plain data on copies', () => {
     const sym = Symbol('meta');
     const dup = JSON.parse('{"role":"assistant","content":"x","__proto__":{"evil":1}}');
@@ -352,7 +365,7 @@ describe('format detection', () => {
       assert.throws(() => fn(mixed), (err) => {
         assert.equal(err.code, 'CK_EFORMAT');
         assert.equal(err.index, 3);
-        assert.match(err.message, /^ctxkeel: messages\[3\]: messages mix OpenAI and Anthropic shapes/);
+        assert.match(err.message, /^ctxkeel: messages\[3\] \(anthropic, not openai\): a message of another format/);
         assert.ok(err instanceof ctxkeel.InputError);
         return true;
       });

@@ -255,7 +255,9 @@ static int history_raise(ck_py_history *ph, int rc, ck_error *err) {
 
 /* Reads the messages of the snapshot in `format`. */
 static int read_snapshot(ck_py_history *ph, ck_format format) {
-    ck_host_reader r = {ph, py_kind, py_field, py_count, py_item, py_string, py_boolean, py_json};
+    /* No length callback: py_string lends the str's own UTF-8, which costs no copy. */
+    ck_host_reader r = {ph,        py_kind,    py_field, py_count, py_item,
+                        py_string, py_boolean, py_json,  NULL};
     ck_error err;
     /* Reading can run Python code (a key's __eq__, a value's JSON encoding) that calls
      * ctxkeel again; the guard turns unbounded re-entry into RecursionError rather than a
