@@ -201,3 +201,168 @@ for (const mode of ['generateText', 'streamText']) {
     assert.ok(prepare.lastResult !== null);
   });
 }
+
+// ---- LangChain.js createAgent and LangGraph.js createReactAgent -----------------------------
+
+const langchainAdapter = () => require(path.join(repoRoot, 'node', 'integrations', 'langchain.js'));
+
+/** LangChain's fake list chat model, scripted to call readLog for steps 1..CALLS-1 and then
+ * answer; it takes tools (and answers from its script anyway) and records every input. */
+function scriptedChat(prefix, received) {
+  const { FakeListChatModel } = require('@langchain/core/utils/testing');
+  const { AIMessage } = require('@langchain/core/messages');
+  class ScriptedChat extends FakeListChatModel {
+    bindTools() {
+      return this;
+    }
+
+    async _generate(messages) {
+      received.push(messages);
+      const step = received.length;
+      const message = step < CALLS
+        ? new AIMessage({
+          content: notes(step),
+          tool_calls: [{ name: 'readLog', args: { step }, id: `${prefix}${step}`, type: 'tool_call' }],
+        })
+        : new AIMessage(ANSWER);
+      return { generations: [{ message, text: typeof message.content === 'string' ? message.content : '' }] };
+    }
+  }
+  return new ScriptedChat({ responses: [ANSWER] });
+}
+
+function readLogTool() {
+  const { tool } = require('@langchain/core/tools');
+  const { z } = require('zod');
+  return tool(async ({ step }) => logText(step), {
+    name: 'readLog', description: 'Returns the log of one step.', schema: z.object({ step: z.number() }),
+  });
+}
+
+const lcText = (d) => {
+  const content = (d.data ?? d).content;
+  return typeof content === 'string' ? content
+    : content.map((p) => (typeof p === 'string' ? p : p.text ?? '')).join('');
+};
+
+/** Every message of the view that equals one of the history is that very object. */
+function checkUnchangedKept(view, history) {
+  const { toDict } = langchainAdapter();
+  const dumps = history.map((h) => [h, JSON.stringify(toDict(h))]);
+  for (const message of view) {
+    const text = JSON.stringify(toDict(message));
+    const same = dumps.filter(([, d]) => d === text).map(([h]) => h);
+    if (same.length > 0) assert.ok(same.includes(message), 'an unchanged message was copied');
+  }
+}
+
+function checkFullHistory(messages) {
+  const { ToolMessage } = require('@langchain/core/messages');
+  assert.equal(messages.length, 1 + 2 * (CALLS - 1) + 1);
+  assert.deepEqual(messages.filter((m) => ToolMessage.isInstance(m)).map((m) => m.content),
+    Array.from({ length: CALLS - 1 }, (_, k) => logText(k + 1)));
+}
+
+test('langchain: compactionMiddleware in createAgent\'s loop', async () => {
+  const { createAgent, createMiddleware } = require('langchain');
+  const { HumanMessage } = require('@langchain/core/messages');
+  const { compactionMiddleware, toDict } = langchainAdapter();
+  const records = [];
+  const requests = [];
+  const received = [];
+  const summarize = summaries();
+  const middleware = compactionMiddleware(compactorFor(records), { summarize });
+  const seen = createMiddleware({
+    name: 'Seen',
+    wrapModelCall: (request, handler) => {
+      requests.push({ request, history: [...request.state.messages] });
+      return handler(request);
+    },
+  });
+  const agent = createAgent({
+    model: scriptedChat('lc', received), tools: [readLogTool()], systemPrompt: SYSTEM,
+    middleware: [middleware, seen],
+  });
+  const state = await agent.invoke({ messages: [new HumanMessage(TASK)] },
+    { recursionLimit: 4 * CALLS });
+  assert.equal(requests.length, CALLS);
+  assert.equal(received.length, CALLS);
+  const { convertToOpenAITool } = require('@langchain/core/utils/function_calling');
+  const toolTokens = ctxkeel.estimateTokens([convertToOpenAITool(readLogTool())]);
+  let compacted = 0;
+  for (const [k, { request, history }] of requests.entries()) {
+    const given = [request.systemMessage, ...request.messages].map(toDict);
+    const tokens = checkView(given, 'langchain', lcText);
+    assert.ok(tokens + toolTokens <= WINDOW, `${tokens} + ${toolTokens} tool tokens`);
+    assert.equal(request.systemMessage.text, SYSTEM);
+    assert.equal(request.messages[0], history[0], 'the task is not the state\'s own object');
+    checkUnchangedKept(request.messages, history);
+    compacted += request.messages.length < history.length ? 1 : 0;
+    // What the model was given is that request: the system message, then its messages.
+    assert.deepEqual(received[k].map(toDict), given);
+  }
+  assert.ok(compacted >= CALLS / 2, `${compacted} compacted calls`);
+  checkFullHistory(state.messages);
+  checkRecords(records, summarize);
+  // The summarizer is shown the span as the state's own message objects.
+  const known = new Set([...state.messages, ...requests.map((r) => r.request.systemMessage)]);
+  assert.ok(summarize.spans.every((span) => span.every((m) => known.has(m))));
+  assert.ok(middleware.lastResult !== null);
+});
+
+test('langchain: a chat model as compactionMiddleware\'s summarizer', async () => {
+  const { createAgent } = require('langchain');
+  const { HumanMessage } = require('@langchain/core/messages');
+  const { FakeListChatModel } = require('@langchain/core/utils/testing');
+  const { compactionMiddleware } = langchainAdapter();
+  const records = [];
+  const received = [];
+  const reply = checkpointReply({ messages: [1], tier: 'full' })
+    .replace('Read every log in order.', 'Written by the chat model.');
+  const asked = [];
+  class Summarizer extends FakeListChatModel {
+    async _generate(messages, options, runManager) {
+      asked.push(messages);
+      return super._generate(messages, options, runManager);
+    }
+  }
+  const agent = createAgent({
+    model: scriptedChat('cm', received), tools: [readLogTool()],
+    middleware: [compactionMiddleware(compactorFor(records),
+      { summarize: new Summarizer({ responses: [reply] }) })],
+  });
+  await agent.invoke({ messages: [new HumanMessage(TASK)] }, { recursionLimit: 4 * CALLS });
+  const summarized = records.filter((r) => ['soft', 'full'].includes(r.tier) && r.summarized);
+  assert.ok(summarized.length > 0 && asked.length >= summarized.length);
+  assert.ok(summarized.every((r) => !r.fallback && r.anchors.key_decisions === 'Written by the chat model.'));
+  assert.equal(asked[0][0]._getType(), 'system');
+  const shown = received.flat().filter((m) => typeof m.content === 'string' &&
+    m.content.includes('Written by the chat model.'));
+  assert.ok(shown.length > 0, 'the model was never shown the chat model\'s checkpoint');
+});
+
+test('langchain: preModelHook in createReactAgent\'s loop', async () => {
+  const { createReactAgent } = require('@langchain/langgraph/prebuilt');
+  const { HumanMessage } = require('@langchain/core/messages');
+  const { preModelHook, toDict } = langchainAdapter();
+  const records = [];
+  const received = [];
+  const summarize = summaries();
+  const hook = preModelHook(compactorFor(records), { summarize });
+  const agent = createReactAgent({
+    llm: scriptedChat('lg', received), tools: [readLogTool()], prompt: SYSTEM, preModelHook: hook,
+  });
+  const state = await agent.invoke({ messages: [new HumanMessage(TASK)] },
+    { recursionLimit: 4 * CALLS });
+  assert.equal(received.length, CALLS);
+  const sizes = received.map((given) => {
+    assert.equal(given[0].content, SYSTEM);
+    return checkView(given.map(toDict), 'langchain', lcText);
+  });
+  assert.ok(Math.max(...sizes) > WINDOW * 0.5, 'the views were never full');
+  checkFullHistory(state.messages);
+  assert.equal(received[CALLS - 1][1], state.messages[0], 'the task is not the state\'s own object');
+  for (const given of received) checkUnchangedKept(given.slice(1), state.messages);
+  checkRecords(records, summarize);
+  assert.ok(hook.lastResult !== null && hook.lastResult.messages.length < state.messages.length);
+});
