@@ -366,3 +366,123 @@ test('langchain: preModelHook in createReactAgent\'s loop', async () => {
   checkRecords(records, summarize);
   assert.ok(hook.lastResult !== null && hook.lastResult.messages.length < state.messages.length);
 });
+
+// ---- OpenAI Agents SDK ----------------------------------------------------------------------
+
+const agentsAdapter = () => require(path.join(repoRoot, 'node', 'integrations', 'openai-agents.js'));
+
+/** A Model of the Agents SDK that calls readLog for steps 1..CALLS-1, each call after a
+ * reasoning item, then answers; it records the instructions and input of every call. */
+function agentsModel(received) {
+  const { Usage } = require('@openai/agents');
+  return {
+    async getResponse(request) {
+      received.push({ instructions: request.systemInstructions, input: request.input });
+      const step = received.length;
+      const output = step < CALLS
+        ? [{ type: 'reasoning', id: `rs_${step}`, content: [{ type: 'input_text', text: notes(step) }] },
+          { type: 'function_call', id: `fc_${step}`, callId: `call_${step}`, name: 'readLog',
+            arguments: JSON.stringify({ step }), status: 'completed' }]
+        : [{ type: 'message', id: 'msg_done', role: 'assistant', status: 'completed',
+          content: [{ type: 'output_text', text: ANSWER }] }];
+      return { output, usage: new Usage(), responseId: undefined };
+    },
+    async *getStreamedResponse() {
+      throw new Error('not used');
+    },
+  };
+}
+
+const responsesText = (d) => (typeof d.content === 'string' ? d.content
+  : Array.isArray(d.content) ? d.content.map((p) => p.text ?? '').join('') : undefined);
+
+test('openai-agents: callModelInputFilter in run()\'s loop', async () => {
+  const { Agent, run, tool, setTracingDisabled } = require('@openai/agents');
+  const { z } = require('zod');
+  setTracingDisabled(true);
+  const { callModelInputFilter } = agentsAdapter();
+  const records = [];
+  const received = [];
+  const summarize = summaries();
+  const filter = callModelInputFilter(compactorFor(records), { summarize });
+  const readLog = tool({
+    name: 'readLog', description: 'Returns the log of one step.',
+    parameters: z.object({ step: z.number() }), execute: async ({ step }) => logText(step),
+  });
+  const agent = new Agent({ name: 'reader', instructions: SYSTEM, tools: [readLog],
+    model: agentsModel(received) });
+  const result = await run(agent, TASK, { callModelInputFilter: filter, maxTurns: CALLS + 5 });
+  assert.equal(result.finalOutput, ANSWER);
+  assert.equal(received.length, CALLS);
+  const { Converted } = agentsAdapter();
+  const asResponses = (items) => items.map((item) => new Converted([item]).items[0]);
+  let compacted = 0;
+  for (const [j, { instructions, input }] of received.entries()) {
+    assert.equal(instructions, SYSTEM);
+    const view = [{ type: 'message', role: 'system', content: SYSTEM }, ...asResponses(input)];
+    checkView(view, 'responses', responsesText);
+    // A reasoning item stays right before the call it led to, ids and all.
+    input.forEach((item, k) => {
+      if (item.type !== 'reasoning') return;
+      assert.equal(input[k + 1].type, 'function_call');
+      assert.equal(input[k + 1].id, `fc_${item.id.slice(3)}`);
+    });
+    // Every result is an SDK item: its callId, its name, a string or structured output.
+    for (const item of input.filter((i) => i.type === 'function_call_result')) {
+      assert.equal(item.name, 'readLog');
+      assert.ok(typeof item.callId === 'string' && item.output !== undefined);
+    }
+    compacted += input.length < 1 + 3 * j ? 1 : 0; // the task, then reasoning, call, result
+  }
+  assert.ok(compacted >= CALLS / 2, `${compacted} compacted calls`);
+  // The run's own history is whole.
+  const outputs = result.history.filter((i) => i.type === 'function_call_result')
+    .map((i) => (typeof i.output === 'string' ? i.output : i.output.text));
+  assert.deepEqual(outputs, Array.from({ length: CALLS - 1 }, (_, k) => logText(k + 1)));
+  checkRecords(records, summarize);
+  // The summarizer is shown the SDK's own items.
+  assert.ok(summarize.spans.flat().every((item) => item.type !== 'function_call_output'));
+  assert.ok(filter.lastResult !== null);
+});
+
+test('openai-agents: the filter on its own, as the SDK calls it', async () => {
+  const { callModelInputFilter } = agentsAdapter();
+  const answer = { type: 'message', id: 'msg_1', role: 'assistant', status: 'completed',
+    content: [{ type: 'output_text', text: 'Reading.' }] };
+  const items = [{ role: 'user', content: TASK }, answer];
+  for (let step = 1; step <= 8; step += 1) {
+    items.push({ type: 'function_call', callId: `c${step}`, name: 'readLog',
+      arguments: JSON.stringify({ step }), status: 'completed' });
+    items.push({ type: 'function_call_result', callId: `c${step}`, name: 'readLog',
+      status: 'completed', output: step % 2 ? logText(step) : { type: 'text', text: logText(step) } });
+  }
+  const before = JSON.stringify(items);
+  const filter = callModelInputFilter(compactorFor([]));
+  assert.equal(filter.preserveInputIdentity, true);
+  const out = await filter({ modelData: { input: [...items] }, agent: null, context: undefined });
+  assert.equal(JSON.stringify(items), before, 'the SDK\'s items were changed');
+  assert.equal(out.instructions, undefined);
+  assert.notEqual(filter.lastResult.tier, 'none');
+  assert.equal(out.input[0], items[0]);
+  assert.equal(out.input[1], answer);
+  assert.deepEqual(out.input.slice(2).map((i) => [i.type, i.callId]),
+    items.slice(2).map((i) => [i.type, i.callId]));
+  const rewritten = out.input.filter((item, k) => item !== items[k]);
+  assert.ok(rewritten.length > 0 && rewritten.every((i) => i.type === 'function_call_result' &&
+    i.name === 'readLog' && i.status === 'completed' && /read_evidence|offloaded|evidence/i
+      .test(typeof i.output === 'string' ? i.output : JSON.stringify(i.output))));
+});
+
+test('adapters check what they are given', () => {
+  const { compactionMiddleware, preModelHook } = langchainAdapter();
+  const { callModelInputFilter } = agentsAdapter();
+  const compactor = compactorFor([]);
+  assert.throws(() => compactStep(compactor, { keepTail: 3 }), /unknown option\(s\) keepTail/);
+  assert.throws(() => compactStep({}), /takes a ctxkeel Compactor/);
+  assert.throws(() => preModelHook(compactor, { summarize: 'a model name' }), /summarize must be/);
+  assert.throws(() => compactionMiddleware(compactor, { tools: {} }), /tools must be an array/);
+  assert.throws(() => preModelHook(compactorFor([], { format: 'openai' })), /format 'openai'/);
+  assert.throws(() => callModelInputFilter(compactorFor([], { format: 'langchain' })), /responses/);
+  assert.throws(() => compactStep(compactorFor([], { format: 'responses' })), /'ai-sdk'/);
+  callModelInputFilter(compactorFor([], { format: 'responses' }));
+});
