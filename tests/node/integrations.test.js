@@ -486,3 +486,62 @@ test('adapters check what they are given', () => {
   assert.throws(() => compactStep(compactorFor([], { format: 'responses' })), /'ai-sdk'/);
   callModelInputFilter(compactorFor([], { format: 'responses' }));
 });
+
+// ---- the package as installed from its tarball ----------------------------------------------
+
+test('every subpath loads from an installed copy of the package, without the frameworks', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ctxkeel-pack-'));
+  try {
+    const packed = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', dir],
+      { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }))[0];
+    for (const name of ['ai-sdk', 'langchain', 'openai-agents']) {
+      for (const ext of ['js', 'mjs', 'd.ts', 'd.mts']) {
+        assert.ok(packed.files.some((f) => f.path === `node/integrations/${name}.${ext}`),
+          `node/integrations/${name}.${ext} is not in the package`);
+      }
+    }
+    const app = path.join(dir, 'app');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), '{"name":"app","private":true}');
+    // Offline, from the local tarball; the install script (which would build the addon) is
+    // skipped and the addon built here is put where a prebuilt one ships.
+    execFileSync('npm', ['install', '--offline', '--ignore-scripts', '--no-audit', '--no-fund',
+      path.join(dir, packed.filename)], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
+    const installed = path.join(app, 'node_modules', 'ctxkeel');
+    const prebuilt = path.join(installed, 'prebuilds', `${process.platform}-${process.arch}`);
+    fs.mkdirSync(prebuilt, { recursive: true });
+    fs.copyFileSync(path.join(repoRoot, 'build', 'Release', 'ctxkeel.node'),
+      path.join(prebuilt, 'ctxkeel.node'));
+    const script = `
+      const assert = require('node:assert/strict');
+      const { Compactor } = require('ctxkeel');
+      const { compactStep } = require('ctxkeel/ai-sdk');
+      const { compactionMiddleware, preModelHook } = require('ctxkeel/langchain');
+      const { callModelInputFilter } = require('ctxkeel/openai-agents');
+      assert.ok(require.resolve('ctxkeel/langchain').startsWith(${JSON.stringify(installed)}));
+      const compactor = () => new Compactor({ contextWindow: 8000, storeDir: ${JSON.stringify(dir)} + '/store' });
+      assert.throws(() => require.resolve('langchain'), /Cannot find module/);
+      assert.throws(() => compactionMiddleware(compactor()), /npm install langchain/);
+      preModelHook(compactor());
+      (async () => {
+        const esm = await Promise.all(['ai-sdk', 'langchain', 'openai-agents']
+          .map((name) => import('ctxkeel/' + name)));
+        assert.equal(esm[0].compactStep, compactStep);
+        assert.equal(esm[1].preModelHook, preModelHook);
+        assert.equal(esm[2].callModelInputFilter, callModelInputFilter);
+        const messages = [{ role: 'user', content: 'hello' }];
+        const step = await compactStep(compactor())({ messages });
+        assert.equal(step.messages[0], messages[0]);
+        const input = [{ role: 'user', content: 'hello' }];
+        const out = await callModelInputFilter(compactor())({ modelData: { input, instructions: 'be brief' } });
+        assert.equal(out.input[0], input[0]);
+        assert.equal(out.instructions, 'be brief');
+        console.log('ok');
+      })().catch((err) => { console.error(err); process.exit(1); });
+    `;
+    const done = execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' });
+    assert.equal(done.trim(), 'ok');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
