@@ -396,14 +396,13 @@ function agentsModel(received) {
 const responsesText = (d) => (typeof d.content === 'string' ? d.content
   : Array.isArray(d.content) ? d.content.map((p) => p.text ?? '').join('') : undefined);
 
-test('openai-agents: callModelInputFilter in run()\'s loop', async () => {
+/** run() of an agent with readLog, through callModelInputFilter with `summarize`. */
+async function runAgents(records, summarize) {
   const { Agent, run, tool, setTracingDisabled } = require('@openai/agents');
   const { z } = require('zod');
   setTracingDisabled(true);
   const { callModelInputFilter } = agentsAdapter();
-  const records = [];
   const received = [];
-  const summarize = summaries();
   const filter = callModelInputFilter(compactorFor(records), { summarize });
   const readLog = tool({
     name: 'readLog', description: 'Returns the log of one step.',
@@ -414,6 +413,13 @@ test('openai-agents: callModelInputFilter in run()\'s loop', async () => {
   const result = await run(agent, TASK, { callModelInputFilter: filter, maxTurns: CALLS + 5 });
   assert.equal(result.finalOutput, ANSWER);
   assert.equal(received.length, CALLS);
+  return { result, received, filter };
+}
+
+test('openai-agents: callModelInputFilter in run()\'s loop', async () => {
+  const records = [];
+  const summarize = summaries();
+  const { result, received, filter } = await runAgents(records, summarize);
   const { Converted } = agentsAdapter();
   const asResponses = (items) => items.map((item) => new Converted([item]).items[0]);
   let compacted = 0;
@@ -485,6 +491,44 @@ test('adapters check what they are given', () => {
   assert.throws(() => callModelInputFilter(compactorFor([], { format: 'langchain' })), /responses/);
   assert.throws(() => compactStep(compactorFor([], { format: 'responses' })), /'ai-sdk'/);
   callModelInputFilter(compactorFor([], { format: 'responses' }));
+});
+
+// ---- the built-in HTTP summarizer through an adapter ---------------------------------------
+
+test('openai-agents: an HttpSummarizer as summarize', async () => {
+  const http = require('node:http');
+  const NEXT = 'Read the log of step 33 and compare its checksum.';
+  const asked = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      asked.push({ url: req.url, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+      const text = checkpointReply({ messages: [1], tier: 'full' }).replace('Read the next log.', NEXT);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', model: 'cheap',
+        choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.env.CTXKEEL_TEST_INT_KEY = 'sk-test';
+  const summarizer = new ctxkeel.HttpSummarizer({
+    baseUrl: `http://127.0.0.1:${server.address().port}/v1`, model: 'cheap',
+    apiKeyEnv: 'CTXKEEL_TEST_INT_KEY',
+  });
+  try {
+    const records = [];
+    await runAgents(records, summarizer);
+    const summarized = records.filter((r) => ['soft', 'full'].includes(r.tier) && r.summarized);
+    assert.ok(summarized.length > 0 && asked.length >= summarized.length);
+    assert.ok(asked.every((a) => a.url === '/v1/chat/completions' && a.body.model === 'cheap'));
+    assert.ok(summarized.every((r) => !r.fallback && r.anchors.next_steps === NEXT));
+  } finally {
+    summarizer.close();
+    server.close();
+    delete process.env.CTXKEEL_TEST_INT_KEY;
+  }
 });
 
 // ---- the package as installed from its tarball ----------------------------------------------
