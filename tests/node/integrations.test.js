@@ -71,8 +71,14 @@ function summaries() {
   return s;
 }
 
+const storeDirs = [];
+test.after(() => {
+  for (const dir of storeDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 function compactorFor(records, options = {}) {
   const storeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ctxkeel-int-'));
+  storeDirs.push(storeDir);
   return new ctxkeel.Compactor({
     contextWindow: WINDOW, storeDir, onCompaction: (r) => records.push(r), ...options,
   });
