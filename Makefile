@@ -301,6 +301,14 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md
 	node bench/tokens.js $(BENCH_DIR)/tokens_speed.json
 	$(MAKE) --no-print-directory bench-fleet
+	npm install --no-save --no-audit --no-fund --silent @mariozechner/pi-coding-agent@0.73.1 || \
+	  echo "bench: pi not installed; its column is left out"
+	rm -rf $(BENCH_STORE)
+	node bench/session.mjs $(BENCH_DIR) $(BENCH_STORE) $(BENCH_DIR)/session_node.jsonl
+	rm -rf $(BENCH_STORE)
+	$(VENV)/bin/python bench/session.py $(BENCH_DIR) $(BENCH_STORE) \
+	  $(BENCH_DIR)/session_python.jsonl
+	rm -rf $(BENCH_STORE)
 	$(PYTHON) bench/report.py BENCHMARKS.md $(BENCH_DIR) --store $(BENCH_STORE) \
 	  --disk-store $(BENCH_DIR)/disk-store --c-flags "$(OPT)"
 	@echo "BENCHMARKS.md written"

@@ -764,6 +764,55 @@ def fleet_section(d):
                 d, "fleet.md")
 
 
+def session_section(d):
+    """bench/session.mjs and bench/session.py: a decision before every model call."""
+    node = read_jsonl(os.path.join(d.dir, "session_node.jsonl"))
+    py = {r["workload"]: r for r in read_jsonl(os.path.join(d.dir, "session_python.jsonl"))}
+    if not node and not py:
+        return ["(not measured in this run)"]
+    versions = (node or list(py.values()))[0].get("versions", {})
+    peers = ", ".join("%s %s" % (k, v) for k, v in sorted(versions.items()) if v)
+    if py:
+        pv = list(py.values())[0].get("versions", {})
+        peers += ", " + ", ".join("%s %s" % (k, v) for k, v in sorted(pv.items()) if v)
+    out = ["Written by bench/session.mjs (Node) and bench/session.py (Python): each session "
+           "replayed as an agent loop, a decision before every model call (the history up to "
+           "each assistant message) at a window of ten times the session, so nothing is "
+           "compacted and only the decision costs. ctxkeel is one Compactor kept for the "
+           "session and runs every call; the peers keep nothing between calls and run 200 "
+           "calls spread over the session; every figure is CPU ms per call over those same "
+           "calls, and each ratio is the peer's time / ctxkeel's (above 1: ctxkeel is faster). "
+           "pi: @mariozechner/pi-coding-agent's estimateContextTokens() + shouldCompact() on "
+           "the history in pi's message form, without provider usage on its assistant "
+           "messages (with usage it counts only the messages after the last one). "
+           "trimMessages / trim_messages: strategy \"last\" with a chars/4 + 3 per message "
+           "counter. *At 1k* / *at end*: ctxkeel's mean call with 900-1,100 messages of "
+           "history / in the last 400 messages of the session. Sessions: the corpus "
+           "transcripts, and the first 5,000 and 20,000 messages of synthetic-100000. "
+           "Versions: %s." % peers, ""]
+    rows = []
+    for r in node:
+        s = r["sampled"]
+        ours = r["ctxkeel_sampled_ms"] / s
+        p = py.get(r["workload"])
+        pours = p["ctxkeel_sampled_ms"] / p["sampled"] if p else None
+        ratio = lambda peer, mine: ("%.3f (%.2fx)" % (peer, peer / mine)) if peer is not None else "-"
+        rows.append([r["workload"], "{:,}".format(r["messages"]), "{:,}".format(r["calls"]),
+                     "%.3f" % ours,
+                     ratio(r["pi_ms"] / s if r.get("pi_ms") is not None else None, ours),
+                     ratio(r["trim_ms"] / s if r.get("trim_ms") is not None else None, ours),
+                     "%.3f" % pours if pours is not None else "-",
+                     ratio(p["trim_ms"] / p["sampled"] if p and p.get("trim_ms") is not None
+                           else None, pours) if p else "-",
+                     "%.3f / %.3f" % (r["ctxkeel_at_1k_ms"], r["ctxkeel_at_end_ms"])
+                     if r.get("ctxkeel_at_1k_ms") else "-"])
+    out += table(["session", "messages", "calls", "ctxkeel (Node)", "pi (Node)",
+                  "trimMessages (Node)", "ctxkeel (Python)", "trim_messages (Python)",
+                  "ctxkeel Node at 1k / at end"],
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"], rows)
+    return out
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -776,7 +825,8 @@ def main():
     lines = [
         "# Benchmarks", "",
         "Written by `make bench` (bench/histories.py, bench/bench.c, bench/bench.py, "
-        "bench/bench.js, bench/fleet.c, bench/report.py, tools/tokens_measure.js); regenerate it with `make "
+        "bench/bench.js, bench/session.mjs, bench/session.py, bench/fleet.c, bench/report.py, "
+        "tools/tokens_measure.js); regenerate it with `make "
         "bench` rather than editing it. All figures come from one run on the machine below.",
         "", "## Summary", ""] + summary(d) + [
         "", "## Machine", ""] + machine(d, args) + [
@@ -784,6 +834,7 @@ def main():
         "", "## Workloads", ""] + workloads_section(d) + [
         "", "## compact() when nothing needs compacting", ""] + none_section(d) + [
         "", "## compact() with the checkpoint reused", ""] + steady_section(d) + [
+        "", "## A decision before every model call (session replay)", ""] + session_section(d) + [
         "", "## A full compaction with a trivial summarizer", ""] + full_section(d) + [
         "", "## Compaction throughput", ""] + compact_rate_section(d) + [
         "", "## Token estimation throughput", ""] + estimate_section(d) + [
