@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: bench bench-fleet bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
+.PHONY: node-types bench bench-fleet bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -82,7 +82,7 @@ $(VENV)/.deps: Makefile
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest hypothesis nbclient \
 	  nbformat ipykernel tiktoken "langchain>=1,<2" "langchain-core>=1,<2" "langgraph>=1,<2" \
-	  "openai-agents>=0.24,<0.25"
+	  "openai-agents>=0.24,<0.25" mypy pyright openai anthropic
 	@touch $@
 
 venv: $(VENV)/.deps
@@ -105,7 +105,13 @@ node-test: node-deps
 	  grep -Eq '^# tests [1-9]' $(BUILD)/node-test.log || { echo "node: no tests ran"; exit 1; }; \
 	  exit $$st
 
-test: deps c-test py-test node-test
+# The declarations against the SDKs' own types (tests/types): the TypeScript programs compiled
+# with --strict and --noUncheckedIndexedAccess (tests/types/tsconfig.json; refused.ts holds the
+# uses that must not compile).
+node-types: node-deps
+	node_modules/.bin/tsc -p tests/types
+
+test: deps c-test py-test node-test node-types
 
 # SeaweedFS, the S3-compatible server test_s3 starts on loopback ports for itself: built once
 # per machine (about 12 minutes cold) into ~/.cache/ctxkeel, then reused. test_s3 runs in
