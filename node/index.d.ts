@@ -472,10 +472,11 @@ export interface CompactionRecord {
   window: number;
   /** The repairs of the pairing, as in CompactionResult.repairs (snake_case here). */
   repairs: Array<{ kind: RepairKind; index: number; tool_call_id: string }>;
-  /** Where the folded span was archived, when one was: read it back by `ref`. */
-  archive?: { ref: string; path: string; first: number; end: number } | null;
+  /** Only when messages were folded: where each folded span was archived (read it back by
+   * `ref`). */
+  archived?: Array<{ ref: string; path: string; first: number; end: number }>;
   /** The session state after this compaction: in full ("snapshot") or what changed ("delta"). */
-  state?: { kind: 'snapshot' | 'delta'; [key: string]: unknown };
+  state: { kind: 'snapshot' | 'delta'; [key: string]: unknown } | null;
   /** The record's integrity tag (HMAC under the store's key). */
   mac?: string;
   /** Why the extractive summarizer wrote the checkpoint instead of the model, or null. */
