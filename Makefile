@@ -19,7 +19,7 @@ CORE_HDR := csrc/include/ctxkeel.h $(wildcard csrc/src/*.h)
 PARTS := $(filter-out csrc/src/ck_all.c,$(CORE_SRC))
 C_TESTS := $(basename $(notdir $(wildcard tests/c/test_*.c)))
 
-.PHONY: bench bench-fleet bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
+.PHONY: node-types py-types bench bench-fleet bench-regex fuzz fuzz-regress fuzz-deps all deps test c-test py-test node-test demo asan leakcheck compile-check clean venv node-deps s3-server s3-latency wheel prebuild dist-test fidelity
 
 all: $(BUILD)/libctxkeel.a $(BUILD)/ctxkeel
 
@@ -77,12 +77,13 @@ compile-check: | deps
 # ipykernel run examples/replay.ipynb in the Python suite (tests/python/test_notebook.py);
 # langchain, langgraph and openai-agents run the agent loops of ctxkeel.integrations
 # (tests/python/test_integrations.py), pinned to the majors the adapters are written for
-# (openai-agents is 0.x, whose minors break: pinned to its minor).
+# (openai-agents is 0.x, whose minors break: pinned to its minor). mypy, pyright, openai and
+# anthropic check the stubs (py-types: tests/types/*.py typed against the SDKs' TypedDicts).
 $(VENV)/.deps: Makefile
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel pytest hypothesis nbclient \
 	  nbformat ipykernel tiktoken "langchain>=1,<2" "langchain-core>=1,<2" "langgraph>=1,<2" \
-	  "openai-agents>=0.24,<0.25"
+	  "openai-agents>=0.24,<0.25" mypy pyright openai anthropic
 	@touch $@
 
 venv: $(VENV)/.deps
@@ -105,7 +106,24 @@ node-test: node-deps
 	  grep -Eq '^# tests [1-9]' $(BUILD)/node-test.log || { echo "node: no tests ran"; exit 1; }; \
 	  exit $$st
 
-test: deps c-test py-test node-test
+# The declarations against the SDKs' own types (tests/types): the TypeScript programs compiled
+# with --strict and --noUncheckedIndexedAccess (tests/types/tsconfig.json; refused.ts holds the
+# uses that must not compile), and the Python ones under mypy --strict and pyright --strict,
+# with stubtest comparing python/ctxkeel/__init__.pyi to the installed module.
+node-types: node-deps
+	node_modules/.bin/tsc -p tests/types
+
+# pyright (tests/types/pyrightconfig.json: strict) runs the copy its wheel bundles with the
+# machine's node, offline: PYRIGHT_PYTHON_IGNORE_WARNINGS skips its look-up of a newer version.
+py-types: venv | deps
+	$(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps .
+	@mkdir -p $(BUILD)
+	cd tests/types && ../../$(VENV)/bin/python -m mypy --strict --cache-dir ../../$(BUILD)/mypy-cache *.py
+	cd tests/types && PYRIGHT_PYTHON_IGNORE_WARNINGS=1 ../../$(VENV)/bin/pyright \
+	  --pythonpath ../../$(VENV)/bin/python *.py
+	$(VENV)/bin/python -m mypy.stubtest ctxkeel --allowlist tests/types/stubtest-allowlist.txt
+
+test: deps c-test py-test node-test node-types py-types
 
 # SeaweedFS, the S3-compatible server test_s3 starts on loopback ports for itself: built once
 # per machine (about 12 minutes cold) into ~/.cache/ctxkeel, then reused. test_s3 runs in

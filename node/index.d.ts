@@ -76,8 +76,9 @@ export interface Message {
   [key: string]: unknown;
 }
 
-/** A tool schema as sent to a provider (any JSON object; counted by its JSON text). */
-export type ToolSchema = Record<string, unknown>;
+/** A tool schema as sent to a provider (any JSON object; counted by its JSON text): the SDKs'
+ * own tool interfaces (OpenAI ChatCompletionTool, Anthropic Tool, ...) are ones. */
+export type ToolSchema = object;
 
 export interface EstimateOptions {
   /** Default 'default'. A TokenCounter counts a string as fn(x), a message or a list message
@@ -169,7 +170,7 @@ export interface StatusCode {
  * @throws {InputError} with code CK_ETYPE / CK_EMISSING for a malformed message.
  */
 export function estimateTokens(
-  x: string | Message | Message[] | ToolSchema[],
+  x: string | object | readonly object[],
   options?: EstimateOptions | null,
 ): number;
 
@@ -180,7 +181,7 @@ export function estimateTokens(
  * list mixes formats or does not match `options.format`.
  */
 export function checkPairs(
-  messages: readonly Message[],
+  messages: readonly object[],
   options?: FormatOptions | null,
 ): PairViolation[];
 
@@ -190,10 +191,10 @@ export function checkPairs(
  * messages are the same objects; the input is never mutated; repairing twice changes nothing.
  * @throws like checkPairs.
  */
-export function repairPairs<M extends Message>(
+export function repairPairs<M extends object>(
   messages: readonly M[],
   options?: FormatOptions | null,
-): Array<M | Message>;
+): M[];
 
 /** Parses a model's checkpoint reply (Markdown sections or JSON). Never fails on odd text. */
 export function parseAnchors(text: string): ParsedAnchors;
@@ -358,7 +359,7 @@ export interface ResolvedCompactorOptions {
 }
 
 /** What a summarizer is asked to do. */
-export interface SummaryRequest<M extends Message = Message> {
+export interface SummaryRequest<M extends object = Message> {
   /** The system prompt. */
   system: string;
   /** The user prompt: instructions, the previous checkpoint, the messages (fenced as data). */
@@ -379,23 +380,23 @@ export interface SummaryRequest<M extends Message = Message> {
  * ## Key Decisions, ## Tried Solutions, ## Next Steps, ## Summary) or JSON with those keys. The
  * signal fires when the reply is no longer wanted (timeout or abort).
  */
-export type Summarizer<M extends Message = Message> = (
+export type Summarizer<M extends object = Message> = (
   request: SummaryRequest<M>,
   context: { signal: AbortSignal },
 ) => string | PromiseLike<string>;
 
 /** A checkpoint writer as an object: its summarize method is called (with it as `this`) like
  * a Summarizer function. HttpSummarizer is one. */
-export interface SummarizerObject<M extends Message = Message> {
+export interface SummarizerObject<M extends object = Message> {
   summarize(
     request: SummaryRequest<M>,
     context: { signal: AbortSignal },
   ): string | PromiseLike<string>;
 }
 
-export interface CompactOptions<M extends Message = Message> {
+export interface CompactOptions<M extends object = Message> {
   /** The tool schemas sent with the request; their tokens count towards the window. */
-  tools?: ToolSchema[] | null;
+  tools?: readonly ToolSchema[] | null;
   /** The checkpoint writer: a function, or an object with a summarize method (such as an
    * HttpSummarizer); null or absent means the built-in extractive summarizer. */
   summarize?: Summarizer<M> | SummarizerObject<M> | null;
@@ -471,10 +472,11 @@ export interface CompactionRecord {
   window: number;
   /** The repairs of the pairing, as in CompactionResult.repairs (snake_case here). */
   repairs: Array<{ kind: RepairKind; index: number; tool_call_id: string }>;
-  /** Where the folded span was archived, when one was: read it back by `ref`. */
-  archive?: { ref: string; path: string; first: number; end: number } | null;
+  /** Only when messages were folded: where each folded span was archived (read it back by
+   * `ref`). */
+  archived?: Array<{ ref: string; path: string; first: number; end: number }>;
   /** The session state after this compaction: in full ("snapshot") or what changed ("delta"). */
-  state?: { kind: 'snapshot' | 'delta'; [key: string]: unknown };
+  state: { kind: 'snapshot' | 'delta'; [key: string]: unknown } | null;
   /** The record's integrity tag (HMAC under the store's key). */
   mac?: string;
   /** Why the extractive summarizer wrote the checkpoint instead of the model, or null. */
@@ -483,9 +485,11 @@ export interface CompactionRecord {
   [key: string]: unknown;
 }
 
-export interface CompactionResult<M extends Message = Message> {
-  /** The view to send: unchanged messages are the caller's objects; the others are new. */
-  messages: Array<M | Message>;
+export interface CompactionResult<M extends object = Message> {
+  /** The view to send: unchanged messages are the caller's objects; the others (checkpoint,
+   * placeholders, stub results) are new ones written in the caller's dialect, so the list
+   * is typed as the caller's. */
+  messages: M[];
   tier: Tier;
   /** The audit record, or null when the view did not change (nothing was written). */
   record: CompactionRecord | null;
@@ -555,18 +559,39 @@ export interface ReadEvidenceToolResult {
   is_error?: true;
 }
 
-/** The read_evidence tool in OpenAI's function shape. */
-export interface OpenAIToolDefinition {
-  type: 'function';
-  function: { name: string; description: string; parameters: Record<string, unknown> };
-}
-
-/** The read_evidence tool in Anthropic's tool shape. */
-export interface AnthropicToolDefinition {
-  name: string;
+/** One property of the read_evidence tool's JSON schema. */
+export type ReadEvidenceProperty<T extends 'string' | 'integer'> = {
+  type: T;
   description: string;
-  input_schema: Record<string, unknown>;
-}
+  /** The integers' lower bound (offset 0, limit 1). */
+  minimum?: number;
+};
+
+/** The read_evidence tool's input schema (JSON Schema; every property optional). Type aliases,
+ * not interfaces, so that they fit the SDKs' index-signature types (OpenAI FunctionParameters,
+ * Anthropic Tool.InputSchema). */
+export type ReadEvidenceSchema = {
+  type: 'object';
+  properties: {
+    ref: ReadEvidenceProperty<'string'>;
+    offset: ReadEvidenceProperty<'integer'>;
+    limit: ReadEvidenceProperty<'integer'>;
+    pattern: ReadEvidenceProperty<'string'>;
+  };
+};
+
+/** The read_evidence tool in OpenAI's function shape (a ChatCompletionFunctionTool). */
+export type OpenAIToolDefinition = {
+  type: 'function';
+  function: { name: 'read_evidence'; description: string; parameters: ReadEvidenceSchema };
+};
+
+/** The read_evidence tool in Anthropic's tool shape (an Anthropic Tool). */
+export type AnthropicToolDefinition = {
+  name: 'read_evidence';
+  description: string;
+  input_schema: ReadEvidenceSchema;
+};
 
 /**
  * One agent session's compactor. Before every model call, `await compact(history)` returns the
@@ -588,7 +613,7 @@ export class Compactor<B extends EvidenceBackend | undefined = undefined> {
    * a TokenCounter estimator, rejects with what it threw (or the TypeError / RangeError for its
    * answer).
    */
-  compact<M extends Message>(
+  compact<M extends object>(
     messages: readonly M[],
     options?: CompactOptions<M> | null,
   ): Promise<CompactionResult<M>>;
@@ -597,7 +622,7 @@ export class Compactor<B extends EvidenceBackend | undefined = undefined> {
    * The tool-time gate: a new message with each tool result longer than toolOffloadThreshold
    * bytes stored and replaced by a placeholder, or the very same message when none is.
    */
-  offload<M extends Message>(message: M): WithBackend<B, M | Message>;
+  offload<M extends object>(message: M): WithBackend<B, M>;
 
   /**
    * Lines [offset, offset + limit) of an offloaded output, exactly as stored; '' past the end.
@@ -875,6 +900,6 @@ export class Replay {
  * extractive summarizer writes the checkpoints.
  */
 export function replay(
-  messages: Message[] | { messages: Message[] } | string,
+  messages: readonly object[] | { messages: readonly object[] } | string,
   options: ReplayOptions,
 ): Replay;

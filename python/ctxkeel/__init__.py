@@ -31,6 +31,9 @@ The functions here are thin names for the C core in ``ctxkeel._ext``:
 Errors: ``Error`` is the base class; bad input raises ``InputError``, which is also a
 ``ValueError`` and names the message index and field; ``ContextOverflowError`` says that the
 pinned messages and tool schemas alone do not fit the window (code "CK_EOVERFLOW").
+
+Types: ``ctxkeel.types`` holds every type name of the stubs (``SummaryRequest``,
+``CompactionRecord``, ``Tier``...), importable at run time; they are re-exported here too.
 """
 
 from ._compactor import CompactionResult, Compactor
@@ -49,6 +52,8 @@ from ._ext import (
     read_evidence_tool,
     repair_pairs,
 )
+# The type names of the stubs (ctxkeel/__init__.pyi), importable here as from ctxkeel.types.
+from .types import *  # noqa: F401,F403
 
 __all__ = [
     "STATUS_CODES",

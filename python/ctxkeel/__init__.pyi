@@ -1,37 +1,47 @@
 import os
 from typing import (
     Any,
-    Awaitable,
     Callable,
     Dict,
+    Generic,
     List,
     Literal,
     Mapping,
     Optional,
-    Protocol,
     Sequence,
     Tuple,
-    TypedDict,
     Union,
     final,
+    overload,
 )
 
 from ._ext import CancelToken
+# Every name of ctxkeel.types (its __all__), re-exported: the same objects at run time.
+from .types import *
+
+__all__ = [
+    "STATUS_CODES",
+    "CompactionResult",
+    "Compactor",
+    "ContextOverflowError",
+    "Error",
+    "HttpSummarizer",
+    "InputError",
+    "Replay",
+    "__version__",
+    "check_pairs",
+    "estimate_tokens",
+    "merge_anchors",
+    "parse_anchors",
+    "read_evidence_tool",
+    "repair_pairs",
+    "replay",
+]
 
 __version__: str
 
 # Every status code of the core: name -> (value, text), e.g. "CK_ETYPE": (-4, "...").
 STATUS_CODES: Dict[str, Tuple[int, str]]
-
-Message = Dict[str, Any]
-Format = Literal["auto", "openai", "anthropic"]
-EstimatorName = Literal["default", "chars4", "cl100k", "o200k"]
-# A host counter: the number of tokens in a string, from the host's own tokenizer.
-TokenCounter = Callable[[str], int]
-Estimator = Union[EstimatorName, TokenCounter]
-AnchorKey = Literal[
-    "user_intent", "execution_progress", "key_decisions", "tried_solutions", "next_steps"
-]
 
 class Error(Exception):
     """Base class of ctxkeel's errors."""
@@ -48,163 +58,21 @@ class ContextOverflowError(Error):
     """The pinned messages and the tool schemas alone (with a bare checkpoint) exceed the
     window (code "CK_EOVERFLOW"); the message says how many tokens they need."""
 
-class PairIssue(TypedDict):
-    kind: Literal[
-        "orphan_result",
-        "missing_result",
-        "not_adjacent",
-        "duplicate_result",
-        "duplicate_call",
-        "empty_id",
-        "misplaced",
-        "result_order",
-    ]
-    index: int
-    part: int
-    tool_call_id: str
-    message: str
-
-class Anchors(TypedDict):
-    user_intent: Optional[str]
-    execution_progress: Optional[str]
-    key_decisions: Optional[str]
-    tried_solutions: Optional[str]
-    next_steps: Optional[str]
-
+# The message functions of the core take lists (tuples are refused), of any mapping type.
 def estimate_tokens(
-    x: Union[str, Message, List[Message], List[Dict[str, Any]]],
+    x: Union[str, Message, List[M]],
     *,
     estimator: Estimator = "default",
 ) -> int: ...
-def check_pairs(messages: List[Message], *, format: Format = "auto") -> List[PairIssue]: ...
-def repair_pairs(messages: List[Message], *, format: Format = "auto") -> List[Message]: ...
+def check_pairs(messages: List[M], *, format: Format = "auto") -> List[PairIssue]: ...
+def repair_pairs(messages: List[M], *, format: Format = "auto") -> List[M]: ...
 def parse_anchors(text: Union[str, bytes, bytearray, memoryview]) -> Tuple[Anchors, str]: ...
-# old and new: a dict like parse_anchors' (missing keys and None are N/A), or None.
-AnchorsArg = Union[Anchors, Dict[str, Optional[str]], None]
-
 def merge_anchors(old: AnchorsArg, new: AnchorsArg) -> Anchors: ...
 
-Tier = Literal["none", "warn", "soft", "full", "emergency"]
-ToolFormat = Literal["openai", "anthropic"]
+class CompactionResult(Generic[M]):
+    """What Compactor.compact returns: `messages` are of the caller's own message type."""
 
-class SummaryRequest(TypedDict):
-    """What a summarizer is asked: write the checkpoint for `messages`."""
-
-    system: str
-    prompt: str
-    max_tokens: int
-    tier: Tier
-    messages: List[Message]  # the caller's own message objects being summarized
-    previous: Optional[str]  # the previous checkpoint's text
-
-# A summarizer returns the checkpoint text (Markdown sections or JSON with the anchor keys),
-# directly or as an awaitable.
-Summarize = Callable[[SummaryRequest], Union[str, Awaitable[str]]]
-
-class Offloaded(TypedDict):
-    tool_call_id: str
-    tool_name: str
-    path: str
-    bytes: int
-    lines: int
-
-class Covered(TypedDict):
-    count: int
-    fingerprint: str
-
-RepairKind = Literal[
-    "orphan_dropped",
-    "duplicate_dropped",
-    "misplaced_dropped",
-    "stub_added",
-    "call_dropped",
-    "result_moved",
-    "kept_as_text",
-]
-
-class Repair(TypedDict):
-    """One change the tool-call pairing repair made."""
-
-    kind: RepairKind
-    index: int  # the message in the list given to compact()
-    tool_call_id: str
-
-class Archive(TypedDict):
-    """The evidence object that holds a folded span (messages [first, end))."""
-
-    ref: str  # "history:<first>-<end>", readable with read_evidence
-    path: str
-    first: int
-    end: int
-
-class RecordCache(TypedDict):
-    prefix_kept: int  # tokens of the view that are a prefix of the view returned before
-    prefix_broken: int  # tokens of that earlier view after the prefix (re-sent or gone)
-
-class CompactionRecord(TypedDict, total=False):
-    """One line of <store_dir>/compactions/<session_id>.jsonl (DESIGN section 8)."""
-
-    id: str
-    session_id: str
-    timestamp: str
-    tier: Tier
-    tokens_before: int
-    tokens_after: int
-    ratio_before: float
-    ratio_after: float
-    window: int
-    cache: RecordCache
-    msgs_before: int
-    msgs_after: int
-    summarized: int
-    preserved_tail: int
-    offloaded: List[Offloaded]
-    repairs: List[Repair]
-    archive: Archive  # only when a span was folded
-    anchors: Dict[str, Optional[str]]
-    checkpoint: Optional[str]
-    covered: Optional[Covered]
-    duration_ms: float
-    error: Optional[str]  # what went wrong, or None
-    notes: List[str]  # routine decisions (escalations, folded tail messages, a fresh start)
-    fallback: Optional[str]
-    estimator: Union[EstimatorName, Literal["host"]]
-    state: Dict[str, Any]  # "kind": "snapshot" or "delta"
-    mac: str  # HMAC tag under the store's key
-
-class RetentionPolicy(TypedDict, total=False):
-    """What the placeholder of an offloaded output keeps, for the tools a pattern matches.
-    A key left out is 0 (zero means zero), except offload (True)."""
-
-    head: int  # first lines
-    tail: int  # last lines
-    errors: int  # at most this many error lines
-    max_bytes: int  # the preview's cap in bytes; 0: the gate's
-    offload: bool  # False: the outputs always stay in the view
-
-# {pattern: policy} (first match wins, in order) or [(pattern, policy), ...].
-Retention = Union[Dict[str, RetentionPolicy], Sequence[Tuple[str, RetentionPolicy]]]
-
-class EvidenceBackend(Protocol):
-    """The host's storage for offloaded outputs. Keys are "tool_results/<session>/<file>.txt"
-    made of [A-Za-z0-9._~-] and "/". Either method may be a coroutine function."""
-
-    def put(self, key: str, text: str, /) -> Union[None, Awaitable[None]]: ...
-    def get(self, key: str, /) -> Union[Optional[str], Awaitable[Optional[str]]]: ...
-
-class _EvidenceHit(TypedDict):
-    ref: str
-    line: int  # counted from 0: the read_evidence offset of the line
-    text: str
-
-class EvidenceHit(_EvidenceHit, total=False):
-    # Only on the last entry of a search cut short at its work limit (ref "", line 0).
-    cut: bool
-
-class CompactionResult:
-    """What Compactor.compact returns."""
-
-    messages: List[Message]
+    messages: List[M]
     tier: Tier
     record: Optional[CompactionRecord]
     tokens_before: int
@@ -215,7 +83,7 @@ class CompactionResult:
     cache: RecordCache
     def __init__(
         self,
-        messages: List[Message],
+        messages: List[M],
         tier: Tier,
         record: Optional[CompactionRecord],
         tokens_before: int,
@@ -259,33 +127,33 @@ class Compactor:
     ) -> None: ...
     def compact(
         self,
-        messages: List[Message],
+        messages: Sequence[M],
         *,
-        tools: Optional[List[Dict[str, Any]]] = None,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
         summarize: Optional[Summarize] = None,
-    ) -> CompactionResult: ...
+    ) -> CompactionResult[M]: ...
     async def acompact(
         self,
-        messages: List[Message],
+        messages: Sequence[M],
         *,
-        tools: Optional[List[Dict[str, Any]]] = None,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
         summarize: Optional[Summarize] = None,
-    ) -> CompactionResult: ...
-    def offload(self, message: Message) -> Message: ...
+    ) -> CompactionResult[M]: ...
+    def offload(self, message: M) -> M: ...
     def read_evidence(
         self, ref: Union[str, "os.PathLike[str]"], *, offset: int = 0, limit: int = 200
     ) -> str: ...
     def search_evidence(
         self, ref: Union[str, "os.PathLike[str]", None], pattern: str
     ) -> List[EvidenceHit]: ...
-    async def aoffload(self, message: Message) -> Message: ...
+    async def aoffload(self, message: M) -> M: ...
     async def aread_evidence(
         self, ref: Union[str, "os.PathLike[str]"], *, offset: int = 0, limit: int = 200
     ) -> str: ...
     async def asearch_evidence(
         self, ref: Union[str, "os.PathLike[str]", None], pattern: str
     ) -> List[EvidenceHit]: ...
-    def handle_read_evidence(self, call: Dict[str, Any]) -> Dict[str, Any]: ...
+    def handle_read_evidence(self, call: Mapping[str, Any]) -> Dict[str, Any]: ...
     def observe_usage(self, usage: Union[int, Mapping[str, Any], object]) -> None: ...
     def reset(self) -> None: ...
     @property
@@ -295,16 +163,12 @@ class Compactor:
     @property
     def options(self) -> Dict[str, Any]: ...
 
-def read_evidence_tool(format: ToolFormat = "openai") -> Dict[str, Any]: ...
-
-HttpApi = Literal["openai", "anthropic"]
-
-class HttpRequest(TypedDict, total=False):
-    """What HttpSummarizer reads from a request: a SummaryRequest has all of it."""
-
-    system: Optional[str]  # default ""
-    prompt: str  # required
-    max_tokens: Optional[int]  # > 0; default 1024
+# In OpenAI's shape, a ChatCompletionFunctionToolParam; in Anthropic's, a dict for a ToolParam
+# list (a TypedDict would have to copy each of ToolParam's optional keys to be one).
+@overload
+def read_evidence_tool(format: Literal["openai"] = "openai") -> OpenAIToolDefinition: ...
+@overload
+def read_evidence_tool(format: Literal["anthropic"]) -> Dict[str, Any]: ...
 
 @final
 class HttpSummarizer:
@@ -317,8 +181,8 @@ class HttpSummarizer:
     whole call, retries included. One object may serve several threads at once.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         base_url: str,
         model: str,
         *,
@@ -330,7 +194,7 @@ class HttpSummarizer:
         backoff: float = 0.5,
         reasoning_model: Optional[bool] = None,
         extra_body: Optional[Mapping[str, Any]] = None,
-    ) -> None: ...
+    ) -> "HttpSummarizer": ...
     def __call__(self, request: Union[SummaryRequest, HttpRequest]) -> str: ...
     # For ctxkeel.Compactor: the same call, aborted when `cancel` is cancelled.
     def _summarize(
@@ -357,47 +221,6 @@ class HttpSummarizer:
     @property
     def last_usage(self) -> Optional[Tuple[int, int]]: ...
 
-class ReplayRow(TypedDict):
-    """One model call of a replay (see ck_replay_row in ctxkeel.h)."""
-
-    call: int
-    messages: int
-    view_messages: int
-    history_tokens: int  # the whole history: what would be sent without ctxkeel
-    tokens_before: int
-    tokens_after: int  # the view sent
-    ratio_before: float
-    ratio_after: float
-    prefix_kept: int  # tokens of the view that are a prefix of the call before's view
-    prefix_broken: int  # tokens of the call before's view after that prefix
-    tier: Tier
-    compaction: int  # its number, 0 when the view needed no change
-    summarized: int
-    offloaded: int
-    summary_calls: int
-    summary_tokens: int
-    fallback: bool
-    action: str
-    checkpoint: Optional[str]
-    placeholder: Optional[str]
-    record: Optional[CompactionRecord]
-
-class ReplayTotals(TypedDict):
-    calls: int
-    per_tier: Dict[Tier, int]
-    compactions: int
-    summary_calls: int
-    summary_tokens: int
-    offloaded: int
-    tokens_sent: int
-    tokens_without: int
-    prefix_kept: int  # summed over the calls: tokens a prompt cache can hold
-    prefix_breaks: int  # calls whose view changed a message of the call before's
-    peak_ratio: float
-    peak_ratio_without: float
-    over_window_without: int
-    first_over_without: int
-
 class Replay:
     """What replay() returns: one row per model call, totals, the chart."""
 
@@ -405,12 +228,20 @@ class Replay:
     totals: ReplayTotals
     context_window: int
     session_id: str
+    def __init__(
+        self,
+        rows: List[ReplayRow],
+        totals: ReplayTotals,
+        svg: str,
+        context_window: int,
+        session_id: str,
+    ) -> None: ...
     def __len__(self) -> int: ...
     def to_svg(self) -> str: ...
     def _repr_html_(self) -> str: ...
 
 def replay(
-    messages: Union[List[Message], Dict[str, Any], str],
+    messages: Union[List[M], Mapping[str, Any], str],
     context_window: int,
     *,
     summarize: Optional[HttpSummarizer] = None,

@@ -27,6 +27,7 @@ answers cannot keep ``compact()`` from returning, nor leave the Compactor busy.
 """
 
 import asyncio
+import collections.abc
 import concurrent.futures
 import inspect
 import json
@@ -34,9 +35,11 @@ import logging
 import threading
 import warnings
 import weakref
+from typing import Generic
 
 from . import _ext
 from ._ext import Error, HttpSummarizer, InputError, estimate_tokens
+from .types import M
 
 __all__ = ["Compactor", "CompactionResult"]
 
@@ -49,7 +52,16 @@ _REASON_MAX = 300  # characters of an exception's text kept in a fallback reason
 _ABORT_GRACE = 1.0
 
 
-class CompactionResult:
+def _as_list(x):
+    """A tuple or other sequence (but text) as a list, as the core reads lists only; anything
+    else as it is, for the core's own error."""
+    if isinstance(x, list) or not isinstance(x, collections.abc.Sequence) or \
+            isinstance(x, (str, bytes, bytearray)):
+        return x
+    return list(x)
+
+
+class CompactionResult(Generic[M]):
     """What ``Compactor.compact`` returns.
 
     ``messages``: the list to send (unchanged messages are the caller's own objects; a
@@ -209,7 +221,7 @@ class Compactor:
     # ---- compaction ----------------------------------------------------------------------
 
     def compact(self, messages, *, tools=None, summarize=None):
-        """Returns a CompactionResult for ``messages`` (a list of message dicts).
+        """Returns a CompactionResult for ``messages`` (a list or tuple of message dicts).
 
         ``tools`` is the tool-schema list sent with the request (its tokens count).
         ``summarize(request) -> str`` writes the checkpoint when the soft or full tier needs
@@ -305,6 +317,8 @@ class Compactor:
             raise
 
     def _begin(self, messages, tools, summarize):
+        messages = _as_list(messages)
+        tools = _as_list(tools)
         if tools is None:
             tool_tokens = 0
         elif isinstance(tools, list):

@@ -493,6 +493,14 @@ describe('readEvidenceTool()', () => {
     assert.deepEqual(Object.keys(openai.function.parameters.properties),
       ['ref', 'offset', 'limit', 'pattern']);
     assert.equal(openai.function.parameters.properties.pattern.type, 'string');
+    // The shape node/index.d.ts declares for it (ReadEvidenceSchema): [type, minimum] each.
+    assert.deepEqual(Object.fromEntries(Object.entries(openai.function.parameters.properties)
+      .map(([key, p]) => [key, [p.type, typeof p.description, p.minimum]])), {
+      ref: ['string', 'string', undefined],
+      offset: ['integer', 'string', 0],
+      limit: ['integer', 'string', 1],
+      pattern: ['string', 'string', undefined],
+    });
     assert.match(openai.function.description, /pattern/);
     const anthropic = ctxkeel.readEvidenceTool('anthropic');
     assert.equal(anthropic.name, 'read_evidence');
