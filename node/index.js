@@ -247,8 +247,10 @@ async function callSummarizer(summarize, request, seconds, signal) {
   const ms = seconds * 1000;
   if (ms <= MAX_TIMER_MS) {
     waits.push(new Promise((resolve) => {
+      // Not unref'd: a pending compact() keeps the process alive until the summarizer
+      // settles or this fires, as any pending I/O does (else a summarizer that never settles
+      // would end the process with exit code 0, the compaction silently lost).
       timer = setTimeout(resolve, ms, { timedOut: true });
-      timer.unref();
     }));
   }
   // Called inside the executor so that a summarizer that throws synchronously rejects.
