@@ -450,7 +450,9 @@ class Compactor {
     try {
       try {
         const unchanged = this.#records.update(snapshot);
-        // With a backend, begin and finish run on a worker thread and return Promises.
+        // begin reads the messages here and runs the core's work (offloads, the store's
+        // writes, an extractive summary) on the libuv pool; so does finish when a summary is
+        // to be folded in. The event loop only reads and builds messages.
         job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null, unchanged);
       } catch (err) {
         // The records may no longer describe the history the addon kept (a getter threw half
