@@ -283,6 +283,8 @@ BENCH_PEER_BUDGET ?= 5
 BENCH_RUNS = "$(BENCH_DIR)/bench" "$(VENV)/bin/python bench/bench.py" "node bench/bench.js"
 BENCH_LARGEST = $$(sort -n -k2 $(BENCH_DIR)/workloads.tsv | tail -1 | cut -f5)
 BENCH_1K = $$(awk -F'\t' '$$2 == 1000 && $$1 != "corpus" {print $$5}' $(BENCH_DIR)/workloads.tsv)
+# The 10,000-message one: Node's event loop during a full compaction of its first 5,000.
+BENCH_10K = $$(awk -F'\t' '$$2 == 10000 && $$1 != "corpus" {print $$5}' $(BENCH_DIR)/workloads.tsv)
 bench: $(BUILD)/libctxkeel.a venv node-deps
 	@test -d $(CORPUS) || { echo "bench: no transcripts at $(CORPUS) (../shared/corpus)"; exit 1; }
 	@mkdir -p $(BENCH_DIR) && cat /proc/loadavg > $(BENCH_DIR)/loadavg.start
@@ -308,6 +310,9 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	test -z "$(BENCH_1K)" || for i in 1 2 3 4 5; do for run in $(BENCH_RUNS); do \
 	  $$run none $(BENCH_1K) $(BENCH_STORE) || exit 1; \
 	done; done > $(BENCH_DIR)/none.jsonl
+	rm -rf $(BENCH_STORE)
+	test -z "$(BENCH_10K)" || node bench/bench.js loop $(BENCH_10K) $(BENCH_STORE) \
+	  > $(BENCH_DIR)/loop.jsonl
 	rm -rf $(BENCH_STORE)
 	$(CC) -std=c11 -O2 $(DEFS) $(WARN) -Icsrc/include bench/rhythm.c $(BUILD)/libctxkeel.a \
 	  $(PKG_LIBS) -lm -o $(BENCH_DIR)/rhythm

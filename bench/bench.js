@@ -322,13 +322,58 @@ async function noneAlone(file, store) {
   }
 }
 
+const LOOP_MESSAGES = 5000;
+const LOOP_RUNS = 5;
+
+/* The event loop during a full compaction (issue 15): a compactor that has seen the first
+ * 5,000 messages of the history in `file` (at 55% of its window), then a new turn whose tool
+ * output is 30% of the window, with the default file store. Per run: the loop's max delay
+ * (monitorEventLoopDelay, 1 ms resolution) while that compact() is pending, and its time. */
+async function eventLoop(file, store) {
+  const { monitorEventLoopDelay } = require('node:perf_hooks');
+  const all = JSON.parse(fs.readFileSync(file, 'utf8'));
+  let n = Math.min(LOOP_MESSAGES, all.length);
+  while (n < all.length && all[n].role === 'tool') n++; // no result cut off from its call
+  const lines = (k) => Array.from({ length: k }, (_, i) => `line ${i}: value=${i * 7} ok`).join('\n');
+  const delays = [];
+  const times = [];
+  let tier = null;
+  for (let run = 0; run < LOOP_RUNS; run++) {
+    const history = all.slice(0, n);
+    const contextWindow = Math.ceil(ctxkeel.estimateTokens(history) / 0.55);
+    const k = new ctxkeel.Compactor({ contextWindow, storeDir: store, sessionId: `loop-${run}` });
+    await k.compact(history);
+    const id = `call_loop_${run}`;
+    const per = ctxkeel.estimateTokens([{ role: 'tool', tool_call_id: id, content: lines(1000) }]) /
+      1000;
+    history.push({ role: 'assistant', content: null,
+      tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: '{"cmd":"make"}' } }] });
+    history.push({ role: 'tool', tool_call_id: id,
+      content: lines(Math.ceil(contextWindow * 0.3 / per)) });
+    const delay = monitorEventLoopDelay({ resolution: 1 });
+    delay.enable();
+    await new Promise((r) => setTimeout(r, 20)); // the histogram's timer runs before compact()
+    const t0 = nowMs();
+    const r = await k.compact(history, { summarize: trivial });
+    times.push(nowMs() - t0);
+    await new Promise((r) => setTimeout(r, 5)); // a block at the very end is sampled too
+    delay.disable();
+    delays.push(delay.max / 1e6);
+    tier = r.tier;
+    k.close();
+  }
+  console.log(JSON.stringify({ lang: 'node', case: 'event_loop', messages: n + 2,
+    max_delay_ms: delays, ms: times, tier }));
+}
+
 async function main() {
   const args = process.argv.slice(2);
   if (args.length === 3 && args[0] === 'mem') return memory(args[1], args[2]);
   if (args.length === 3 && args[0] === 'none') return noneAlone(args[1], args[2]);
+  if (args.length === 3 && args[0] === 'loop') return eventLoop(args[1], args[2]);
   if (args.length < 3) {
     console.error('usage: bench.js WORKLOADS.tsv STORE_DIR OUT.jsonl [PEER_BUDGET_S] | ' +
-      'mem|none FILE STORE_DIR');
+      'mem|none|loop FILE STORE_DIR');
     process.exit(2);
   }
   const peers = await loadPeers();

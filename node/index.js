@@ -247,8 +247,10 @@ async function callSummarizer(summarize, request, seconds, signal) {
   const ms = seconds * 1000;
   if (ms <= MAX_TIMER_MS) {
     waits.push(new Promise((resolve) => {
+      // Not unref'd: a pending compact() keeps the process alive until the summarizer
+      // settles or this fires, as any pending I/O does (else a summarizer that never settles
+      // would end the process with exit code 0, the compaction silently lost).
       timer = setTimeout(resolve, ms, { timedOut: true });
-      timer.unref();
     }));
   }
   // Called inside the executor so that a summarizer that throws synchronously rejects.
@@ -448,7 +450,9 @@ class Compactor {
     try {
       try {
         const unchanged = this.#records.update(snapshot);
-        // With a backend, begin and finish run on a worker thread and return Promises.
+        // begin reads the messages here and runs the core's work (offloads, the store's
+        // writes, an extractive summary) on the libuv pool; so does finish when a summary is
+        // to be folded in. The event loop only reads and builds messages.
         job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null, unchanged);
       } catch (err) {
         // The records may no longer describe the history the addon kept (a getter threw half

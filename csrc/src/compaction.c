@@ -1152,8 +1152,8 @@ static int compaction_rests(const ck_compaction *c) {
     return grown < gap;
 }
 
-int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
-                       ck_compaction **out, ck_error *err) {
+static int compaction_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
+                            ck_compaction **out, ck_error *err) {
     ck__error_clear(err);
     if (!self || !history || !out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
     *out = NULL;
@@ -1542,7 +1542,7 @@ static int compaction_write_record(ck_compaction *c, ck_error *err) {
     return ck__record_build(c, have_key ? key : NULL, sizeof key);
 }
 
-int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
+static int compaction_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     ck__error_clear(err);
     if (!self || !c || c->owner != self) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
     if (c->finished) return ck__fail(err, CK_ESTATE, "compaction finished already", CK_NONE, NULL);
@@ -1687,6 +1687,21 @@ int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     if (rc == CK_ECONFLICT) return rc;
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     return CK_OK;
+}
+
+/* Both steps end with the evidence they stored durable (ck__store_sync): one folder fsync per
+ * step that stored any, rather than one per file. */
+int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
+                       ck_compaction **out, ck_error *err) {
+    int rc = compaction_begin(self, history, tool_tokens, out, err);
+    if (self) ck__store_sync(self->store);
+    return rc;
+}
+
+int ck_compactor_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
+    int rc = compaction_finish(self, c, err);
+    if (self) ck__store_sync(self->store);
+    return rc;
 }
 
 int ck_compactor_compact(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,

@@ -314,6 +314,8 @@ int ck_compactor_offload(ck_compactor *self, const ck_history *history, size_t i
         ck__offload_dispose(&o);
     }
     ck__buf_dispose(&b);
+    /* The refs of the view name durable files (even those of a view not returned). */
+    ck__store_sync(self->store);
     if (!rc) ck__view_end(v, history);
     if (rc) {
         ck_view_free(v);

@@ -41,6 +41,7 @@ struct ck__store {
     char *rec_prefix;       /* compactions/<session>/, the records' keys in the backend */
     uint64_t seen_seq;      /* the newest record seq this store listed or wrote */
     atomic_int swept;       /* the session's folder was cleared of dead temporary files */
+    int unsynced;           /* names were published in it since its last fsync (ck__store_sync) */
     uint64_t search_work;   /* the work cap of one search */
 };
 
@@ -645,13 +646,25 @@ int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data,
         rc = store_symlink_fail(err, rel);
         goto done;
     }
-    /* Makes the new name durable; a failure here loses nothing already written. */
-    (void)fsync(dir);
+    /* The new name becomes durable at the next ck__store_sync(): one folder fsync for all the
+     * files of a compaction, not one per file. */
+    s->unsynced = 1;
 done:
     if (dir >= 0) close(dir);
     ck__free(name);
     ck__free(path);
     return rc;
+}
+
+void ck__store_sync(ck__store *s) {
+    if (!s || !s->unsynced) return;
+    s->unsynced = 0;
+    ck_error err;
+    int dir = store_open_folder(s, STORE_EVIDENCE, 0, s->results, &err);
+    /* A failure here loses nothing already written: the files' data is on disk. */
+    if (dir < 0) return;
+    (void)fsync(dir);
+    close(dir);
 }
 
 /* ---- resolving a ref ---- */
@@ -1317,6 +1330,8 @@ int ck__store_append_record(ck__store *s, uint64_t seq, const char *line, size_t
     ck__error_clear(err);
     if (store_records_remote(s)) return store_remote_append(s, seq, line, len, err);
     if (len > SIZE_MAX - 2) return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    /* The evidence a record names is durable before the record is. */
+    ck__store_sync(s);
     /* One buffer holds an optional leading newline, the record and its newline, so that one
      * write() puts the whole line down and O_APPEND keeps concurrent appenders from splicing
      * into each other. A newline inside the record would split it into two log lines; in JSON

@@ -56,9 +56,16 @@ char *ck__store_path(const ck__store *s, const char *id, size_t id_len);
 /* Stores `data` under `id` unless a file for that id exists already (then *existed is 1 and
  * nothing is written). Returns CK_OK, CK_ENOMEM, or CK_EIO with err->where naming the path
  * (read-only or full disk, a file where a folder should be...). A failed write leaves no
- * partial file behind. */
+ * partial file behind. The file's data is synced before its name appears; the name itself is
+ * durable after the next ck__store_sync(). */
 int ck__store_put(ck__store *s, const char *id, size_t id_len, const char *data, size_t len,
                   int *existed, ck_error *err);
+
+/* Makes the names ck__store_put() published since the last call durable: one fsync of the
+ * session's evidence folder, if any name is new (each file's data was synced before its name
+ * appeared). The core calls it before a record is appended and before each public call that
+ * stored evidence returns, so a ref handed out or logged always names a durable file. */
+void ck__store_sync(ck__store *s);
 
 /* Reads lines [offset, offset + limit) of the evidence named by `ref`: an id, or the path of a
  * file inside this session's tool_results folder (as a placeholder states it). The text is

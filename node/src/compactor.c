@@ -17,13 +17,19 @@
  * so whichever of the two structs is released last frees the core compactor.
  *
  * The methods that reach the core (begin, finish, offload, readEvidence, searchEvidence,
- * answerReadEvidence) are each one "op". Without an evidence backend an op runs at once and the
- * method returns its value (a token counter, if any, is called on this thread). With a backend,
- * whose methods may return Promises, the op runs on a libuv worker (napi_async_work) and the
- * method returns a Promise; host.c carries the backend's and the counter's calls to the main
- * thread and back. A search always runs on a worker and returns a Promise: it may scan
- * megabytes. Without a backend it leaves the compactor usable (`searches`), since it reads
- * nothing a method changes.
+ * answerReadEvidence) are each one "op". With a backend, whose methods may return Promises,
+ * every op runs on a libuv worker (napi_async_work) and the method returns a Promise; host.c
+ * carries the backend's and the counter's calls to the main thread and back. Without one, the
+ * ops of a compaction run on a worker too, so that the event loop never waits for the core's
+ * work on a long history nor for the store's writes and fsyncs: begin() reads the messages on
+ * the main thread (values.c needs it), then returns a Promise of its Job; finish() returns a
+ * Promise when the core's part is left to do (a summarizer's reply to fold in), and builds the
+ * view at once when begin() finished the compaction already (see op_threaded()). The other
+ * ops without a backend (offload, readEvidence, answerReadEvidence: one message or one file)
+ * run at once and the method returns its value (a token counter is then called on this
+ * thread). A search always runs on a worker and returns a Promise: it may scan megabytes.
+ * Without a backend it leaves the compactor usable (`searches`), since it reads nothing a
+ * method changes.
  * While an op runs on a worker the compactor is busy: every other method that would touch the
  * core throws CK_EBUSY, so the core is only ever used by one thread at a time.
  */
@@ -1059,15 +1065,33 @@ static napi_value op_queue(napi_env env, compactor_op *tmpl, napi_value this_arg
 }
 
 /*
- * Runs an op from a method: with a backend, and always for a search, on a worker, returning a
- * Promise of the result; otherwise at once, returning the result or throwing. `tmpl` is
- * filled by the method and always disposed; `input` is what finish and offload build their
- * results from. A search may scan megabytes, so it never runs on the event loop.
+ * Whether an op runs on a worker: every op with a backend; without one, a search, a begin,
+ * and a finish that still has the core's part to do (the store writes of a compaction, its
+ * extractive summary, the session update). A finish whose compaction was completed in begin
+ * (no summarizer) only builds the view, which reads JS values: one hop to the pool and back
+ * would only add its latency then.
+ */
+static int op_threaded(const compactor_op *op, int backend) {
+    if (backend) return 1;
+    switch (op->kind) {
+        case OP_SEARCH:
+        case OP_BEGIN: return 1;
+        case OP_FINISH: return !op->job->finished;
+        default: return 0;
+    }
+}
+
+/*
+ * Runs an op from a method: on a worker when op_threaded() says so, returning a Promise of
+ * the result; otherwise at once, returning the result or throwing. `tmpl` is filled by the
+ * method and always disposed; `input` is what finish and offload build their results from.
+ * A search may scan megabytes and a compaction writes the store and summarizes a history of
+ * thousands of messages, so neither runs on the event loop.
  */
 static napi_value op_launch(napi_env env, compactor_op *tmpl, napi_value this_arg,
                             napi_value input) {
     int backend = ckjs_host_backend(tmpl->owner->host) != NULL;
-    int threaded = backend || tmpl->kind == OP_SEARCH;
+    int threaded = op_threaded(tmpl, backend);
     tmpl->shared = !backend && tmpl->kind == OP_SEARCH;
     int rc = ckjs_host_call_start(env, tmpl->owner->host, threaded, &tmpl->call);
     if (rc) {
@@ -1089,8 +1113,9 @@ static napi_value op_launch(napi_env env, compactor_op *tmpl, napi_value this_ar
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * begin(messages, toolTokens = 0, useModel = true, unchanged = 0) -> Job (a Promise of it with
- * a backend). With useModel false the compaction is finished at once (see
+ * begin(messages, toolTokens = 0, useModel = true, unchanged = 0) -> a Promise of a Job: the
+ * messages are read (and a bad one thrown) at once, the core runs on a worker. With useModel
+ * false the compaction is finished at once (see
  * begin_compaction()). `unchanged` says how many leading messages are, field for field, those
  * the last begin() of this compactor read (index.js checks that); they are not read again.
  * A wrong count would make the view of stale messages, so 0, which reads every message, is
@@ -1540,7 +1565,7 @@ static napi_value job_result_object(napi_env env, ckjs_job *job, napi_value mess
 }
 
 /*
- * finish(snapshot) -> the result (a Promise of it with a backend). `snapshot` is the very array
+ * finish(snapshot) -> the result, or a Promise of it (see op_threaded()). `snapshot` is the very array
  * given to begin (index.js takes it with messages.slice() so the caller cannot change it in
  * between): kept messages are its objects, and when every message is kept in order, the result
  * list is the snapshot itself. The job is released afterwards; its result holds everything.

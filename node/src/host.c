@@ -5,10 +5,12 @@
  * The core calls them synchronously, from inside its own functions. A compactor answers them
  * in one of two ways, chosen per call into the core (a ckjs_host_call):
  *
- *   - on the main thread, when the compactor has no backend: the core runs inside the
- *     method's own napi callback, and each callback calls the JS function at once;
- *   - on a libuv worker thread, when it has a backend (whose methods may return Promises): the
- *     core runs in napi_async_work, and each callback posts its request to the main thread
+ *   - on the main thread, for the ops that a compactor without a backend runs at once: the
+ *     core runs inside the method's own napi callback, and each callback calls the JS
+ *     function at once;
+ *   - on a libuv worker thread, for every op of a compactor with a backend (whose methods may
+ *     return Promises) and for a compaction's ops without one (compactor.c, op_threaded()):
+ *     the core runs in napi_async_work, and each callback posts its request to the main thread
  *     through a napi_threadsafe_function, then waits on a condition variable until the JS
  *     value, or the settlement of the Promise it returned, has been turned into C data. The
  *     worker never touches a JS value; the main thread never touches the core during a call.

@@ -299,7 +299,7 @@ describe('Records', () => {
 describe('the addon loaded directly', () => {
   const addon = require('../../build/Release/ctxkeel.node');
 
-  it('checks the unchanged count of begin() and never reads past what it kept', () => {
+  it('checks the unchanged count of begin() and never reads past what it kept', async () => {
     const c = new addon.Compactor({ contextWindow: WINDOW, storeDir: store, sessionId: 'bare' });
     const messages = openaiHistory();
     assert.throws(() => c.begin(messages, 0, false, 'all'),
@@ -307,8 +307,12 @@ describe('the addon loaded directly', () => {
     assert.throws(() => c.begin(messages, 0, false, -1),
       { name: 'RangeError', message: /unchanged must be an integer/ });
     assert.throws(() => c.begin(messages, 0, false, 1.5), { name: 'RangeError' });
-    const tokens = (on, list, unchanged) => {
-      const job = on.begin(list, 0, false, unchanged);
+    // begin() reads the list at once (a bad one throws) and runs the core on the thread pool:
+    // its Job comes in a Promise.
+    const tokens = async (on, list, unchanged) => {
+      const pending = on.begin(list, 0, false, unchanged);
+      assert.ok(pending instanceof Promise);
+      const job = await pending;
       try {
         return job.finish(list).tokensBefore;
       } finally {
@@ -319,10 +323,10 @@ describe('the addon loaded directly', () => {
       sessionId: 'bare-other' });
     const longer = messages.concat([h.user('One more message with several words in it.')]);
     // Nothing kept yet: a count past the list reads every message.
-    assert.equal(tokens(c, messages, 1e6), tokens(other, messages, 0));
+    assert.equal(await tokens(c, messages, 1e6), await tokens(other, messages, 0));
     // A count past the history it kept is cut to that history: the new message is read.
-    assert.equal(tokens(c, longer, 1e6), tokens(other, longer, 0));
-    assert.ok(tokens(c, longer, 0) > tokens(c, messages, 0));
+    assert.equal(await tokens(c, longer, 1e6), await tokens(other, longer, 0));
+    assert.ok(await tokens(c, longer, 0) > await tokens(c, messages, 0));
     c.close();
     other.close();
   });
