@@ -28,15 +28,27 @@ BUCKET = "ctxkeel-py"
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
 
 
+# The sanitizer runs (make asan) preload libasan into this interpreter; the server script and
+# its curl, python3 and weed must run without it (under it the start never finished).
+SANITIZER_VARS = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
+
+
+def server_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in SANITIZER_VARS}
+    env.update(extra)
+    return env
+
+
 @pytest.fixture(scope="module")
 def endpoint():
-    if subprocess.run(["bash", SEAWEEDFS, "path"], capture_output=True).returncode != 0:
+    if subprocess.run(["bash", SEAWEEDFS, "path"], capture_output=True,
+                      env=server_env()).returncode != 0:
         if os.environ.get("CK_REQUIRE_S3") == "1":
             pytest.fail("CK_REQUIRE_S3=1 but there is no SeaweedFS binary (make s3-server)")
         pytest.skip("no SeaweedFS binary: `make s3-server` builds it once per machine")
     folder = tempfile.mkdtemp(prefix="ck-s3-py-")
-    env = dict(os.environ, CK_S3_ACCESS_KEY=ACCESS, CK_S3_SECRET_KEY=SECRET,
-               CK_S3_BUCKET=BUCKET, CK_S3_WATCH_PID=str(os.getpid()))
+    env = server_env(CK_S3_ACCESS_KEY=ACCESS, CK_S3_SECRET_KEY=SECRET,
+                     CK_S3_BUCKET=BUCKET, CK_S3_WATCH_PID=str(os.getpid()))
     started = subprocess.run(["bash", SEAWEEDFS, "start", folder], env=env,
                              capture_output=True, text=True, timeout=300)
     assert started.returncode == 0, started.stderr
@@ -51,7 +63,8 @@ def endpoint():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        subprocess.run(["bash", SEAWEEDFS, "stop", folder], capture_output=True)
+        subprocess.run(["bash", SEAWEEDFS, "stop", folder], capture_output=True,
+                       env=server_env())
         shutil.rmtree(folder, ignore_errors=True)
 
 
