@@ -1451,12 +1451,13 @@ static int compaction_commit_offloads(ck_compaction *c) {
     ck__state *st = &c->owner->st;
     for (size_t i = 0; i < c->n_new_offloads; i++)
         if (ck__state_add_offload(st, &c->new_offloads[i])) return CK_ENOMEM;
-    /* What the view showed smaller than usual stays that small (ck__offload.keep). */
+    /* What the view showed smaller than usual stays that small (ck__offload.keep). A known
+     * substitution was rendered from its record's own form: nothing to note, nor to hash. */
     const ck_history *h = c->h;
     for (size_t i = 0; i < h->n_msgs; i++)
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
             size_t g = h->msgs[i].first_part + k;
-            if (!c->subst[g] || !c->subst_keep[g]) continue;
+            if (!c->subst[g] || !c->subst_keep[g] || c->subst_kind[g] == CK__SUB_KNOWN) continue;
             const ck_part *p = &h->parts[g];
             uint64_t hash = ck__hash_text(p->text, p->text_len);
             const ck__offload *rec = NULL;
