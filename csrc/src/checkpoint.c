@@ -294,14 +294,16 @@ static size_t cp_list(const ck__strs *v, const char *prefix, size_t budget, ck__
     return from;
 }
 
-/* Modified files first, with all the room they need; read files get what is left. */
-static void cp_files(const ck__state *l, size_t budget, ck__buf *b) {
+/* Modified files first, with all the room they need; read files get what is left, at most
+ * `read_cap` bytes. */
+static void cp_files(const ck__state *l, size_t budget, size_t read_cap, ck__buf *b) {
     if (!l->files_modified.n && !l->files_read.n) return;
     ck__buf tmp;
     ck__buf_init(&tmp);
     size_t start = tmp.len;
     size_t cut_m = cp_list(&l->files_modified, "modified: ", budget, &tmp);
     size_t left = budget > tmp.len - start ? budget - (tmp.len - start) : 0;
+    if (left > read_cap) left = read_cap;
     size_t cut_r = cp_list(&l->files_read, "read: ", left, &tmp);
     if (tmp.len || cut_m || cut_r) {
         cp_section(b, "Files");
@@ -396,6 +398,18 @@ typedef struct cp_sec {
     uint64_t tokens;
 } cp_sec;
 
+/* The summary body's share in tokens, which the other shares are fractions of. */
+static uint64_t cp_body_tokens(const ck__cp_input *in) {
+    return in->body_tokens ? in->body_tokens : 256;
+}
+
+/* The bytes the files read may take (modified files take what they need). */
+static size_t cp_read_cap(const ck__cp_input *in) {
+    uint64_t body = cp_body_tokens(in);
+    uint64_t t = body / 8 + body / 16;
+    return t > SIZE_MAX / 8 ? SIZE_MAX / 2 : (size_t)(t * 4);
+}
+
 static void cp_render_one(const ck__cp_input *in, cp_sec *secs, int which) {
     cp_sec *s = &secs[which];
     s->text.len = 0;
@@ -406,7 +420,7 @@ static void cp_render_one(const ck__cp_input *in, cp_sec *secs, int which) {
         case CP_BODY: cp_anchors(in->anchors, s->budget, &s->text); break;
         case CP_CON: cp_constraints(l, s->budget, &s->text); break;
         case CP_USERS: cp_users(l, s->budget, &s->text); break;
-        case CP_FILES: cp_files(l, s->budget, &s->text); break;
+        case CP_FILES: cp_files(l, s->budget, cp_read_cap(in), &s->text); break;
         case CP_IDS:
             cp_idents(l, secs[CP_BODY].text.data ? secs[CP_BODY].text.data : "",
                       secs[CP_BODY].text.len, s->budget, &s->text);
@@ -462,6 +476,22 @@ int ck__checkpoint_bare(const ck__cp_input *in, char **out, size_t *len) {
     return cp_bare(in, out, len);
 }
 
+/* What a checkpoint keeps before anything else gets room: the header, the anchors' titles,
+ * every rule the user stated and every file the agent modified. */
+int ck__checkpoint_must(const ck__cp_input *in, char **out, size_t *len) {
+    ck__buf b;
+    ck__buf_init(&b);
+    cp_header(in, &b);
+    cp_anchors(in->anchors, 0, &b); /* the sections' titles, which are never cut */
+    cp_constraints(in->lists, SIZE_MAX / 2, &b);
+    ck__strs none = {0};
+    ck__state modified = *in->lists;
+    modified.files_read = none;
+    cp_files(&modified, SIZE_MAX / 2, 0, &b);
+    *out = ck__buf_take(&b, len);
+    return *out ? CK_OK : CK_ENOMEM;
+}
+
 int ck__checkpoint_minimal(const ck__cp_input *in, char **out, size_t *len) {
     ck__buf b;
     ck__buf_init(&b);
@@ -472,13 +502,15 @@ int ck__checkpoint_minimal(const ck__cp_input *in, char **out, size_t *len) {
 
 /* Renders the sections within `cap` tokens (by the sum of their counts). */
 static int cp_render_within(const ck__cp_input *in, uint64_t cap, char **out, size_t *len) {
-    uint64_t body = in->body_tokens ? in->body_tokens : 256;
+    uint64_t body = cp_body_tokens(in);
     /* Shares of the room, in tokens; a section that needs less leaves the rest unused. */
     uint64_t share[CP_N] = {0};
     share[CP_BODY] = body;
-    share[CP_CON] = body / 2;
+    /* The rules and the modified files have all the room they need: the cap, not a share,
+     * bounds them, and they give it up last. */
+    share[CP_CON] = UINT64_MAX;
     share[CP_USERS] = body / 2;
-    share[CP_FILES] = body / 8 + body / 16;
+    share[CP_FILES] = UINT64_MAX;
     share[CP_IDS] = body / 8;
     share[CP_OFF] = body / 16;
     share[CP_ARCH] = body / 32 + 32;
@@ -504,6 +536,12 @@ static int cp_render_within(const ck__cp_input *in, uint64_t cap, char **out, si
             double per = (double)s->text.len / (double)s->tokens;
             s->budget = (size_t)((double)keep * per * 0.95);
             cp_render_one(in, secs, which);
+            /* A section that cannot shrink to its room (its title and its "not shown" line
+             * are larger) leaves entirely, before a later one in the order gives up any. */
+            if (s->tokens > keep && which != CP_BODY) {
+                s->budget = 0;
+                cp_render_one(in, secs, which);
+            }
             /* Identifiers the cut summary no longer quotes may now need listing. */
             if (which == CP_BODY) cp_render_one(in, secs, CP_IDS);
             total = cp_total(secs);

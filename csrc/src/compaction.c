@@ -680,8 +680,9 @@ static int compaction_cp_bare(ck_compaction *c, uint64_t *out) {
 /* What the checkpoint of a fold of [base, k) costs, from what it will really hold: the span's
  * user messages, rules, files and identifiers folded into a scratch copy of the lists, and
  * rendered with the extractive anchors (emergency) or with room for a reply of
- * summary_max_tokens (soft, full: the model writes the anchors). */
-static int compaction_cp_cost(ck_compaction *c, size_t k, uint64_t *out) {
+ * summary_max_tokens (soft, full: the model writes the anchors). With `must`, only what it
+ * keeps before the summary gets room (ck__checkpoint_must). */
+static int compaction_cp_measure(ck_compaction *c, size_t k, int must, uint64_t *out) {
     ck_compactor *self = c->owner;
     ck__state lists;
     memset(&lists, 0, sizeof lists);
@@ -700,7 +701,7 @@ static int compaction_cp_cost(ck_compaction *c, size_t k, uint64_t *out) {
     if (!rc) rc = ck__idents_merge(lists.idents, idents);
     if (!rc) rc = ck__state_add_archive(&lists, &arch);
     int extractive = c->tier == CK_TIER_EMERGENCY;
-    if (!rc) {
+    if (!rc && !must) {
         anchors = extractive ? ck__extractive(c->h, c->base, k, self->opt.summary_max_tokens,
                                               c->failed)
                              : ck_anchors_new();
@@ -723,13 +724,13 @@ static int compaction_cp_cost(ck_compaction *c, size_t k, uint64_t *out) {
         in.body_tokens = self->opt.summary_max_tokens;
         in.cap_tokens = UINT64_MAX;
         in.tokens = &self->tokcache;
-        rc = ck__checkpoint_render(&in, &text, &len);
+        rc = must ? ck__checkpoint_must(&in, &text, &len) : ck__checkpoint_render(&in, &text, &len);
     }
     if (!rc) {
         /* The rendering measured, plus the reply's room when a model writes the anchors, plus
          * a margin for what the real archive and offsets spell differently. */
         uint64_t t = compaction_text_cost(c, text, len);
-        if (!extractive) t = ck__tok_add(t, self->opt.summary_max_tokens);
+        if (!extractive && !must) t = ck__tok_add(t, self->opt.summary_max_tokens);
         *out = ck__tok_add(t, t / 20 + 16);
     }
     ck__free(text);
@@ -739,6 +740,10 @@ static int compaction_cp_cost(ck_compaction *c, size_t k, uint64_t *out) {
     ck__idents_free(idents);
     ck__state_dispose(&lists);
     return rc;
+}
+
+static int compaction_cp_cost(ck_compaction *c, size_t k, uint64_t *out) {
+    return compaction_cp_measure(c, k, 0, out);
 }
 
 static const char *compaction_tier_word(ck_tier t) { return ck_tier_name(t); }
@@ -769,6 +774,12 @@ static int compaction_plan(ck_compaction *c) {
     if ((rc = compaction_cp_minimal(c, &minimal))) return rc;
     c->cp_plan = bound < room ? bound : room;
     if (c->cp_plan < minimal) c->cp_plan = minimal;
+    /* What must survive (the rules, the modified files) gets its room before the summary: the
+     * plan is never smaller, unless the bounds below take it back. Measured over the longest
+     * fold this call can make, so any shorter one needs no more. */
+    uint64_t must = 0;
+    if ((rc = compaction_cp_measure(c, c->min_tail, 1, &must))) return rc;
+    if (c->cp_plan < must) c->cp_plan = must;
     /* When the offloads alone bring the view to the target, nothing is folded. */
     if (ck__layout_after(&L, c->base, compaction_state_cp_tokens(c)) <= lim->target) {
         c->cut = c->base;
@@ -841,7 +852,10 @@ static int compaction_plan(ck_compaction *c) {
         if (k > c->base) {
             uint64_t rest = ck__layout_after(&L, k, 0);
             uint64_t fit = lim->soft > rest ? lim->soft - rest : 0;
-            if (fit < c->cp_plan) c->cp_plan = fit > minimal ? fit : minimal;
+            /* The rules and the modified files stay while the view stays under full: without
+             * them the view would be over soft still, by less than they cost. */
+            uint64_t floor = ck__tok_add(rest, must) <= lim->full ? must : minimal;
+            if (fit < c->cp_plan) c->cp_plan = fit > floor ? fit : floor;
             cp = c->cp_plan;
         }
     }

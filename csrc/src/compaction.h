@@ -167,6 +167,10 @@ typedef struct ck__cp_input {
  * excerpts, modified files, constraints last). Caller owns *out (ck__free). CK_OK/CK_ENOMEM. */
 int ck__checkpoint_render(const ck__cp_input *in, char **out, size_t *len);
 
+/* What a checkpoint holds before the summary body gets its share: the header, every rule
+ * sentence and every modified file, uncut. Caller owns *out (ck__free). CK_OK/CK_ENOMEM. */
+int ck__checkpoint_must(const ck__cp_input *in, char **out, size_t *len);
+
 /* The smallest checkpoint: the marker and the lines that say where the history is. */
 int ck__checkpoint_minimal(const ck__cp_input *in, char **out, size_t *len);
 /* Smaller still, the last resort: the marker and one line. */
