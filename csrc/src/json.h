@@ -201,9 +201,10 @@ void ck__jw_strings(ck__jwriter *w, const char *s); /* NUL-terminated */
 void ck__jw_u64(ck__jwriter *w, uint64_t v);
 void ck__jw_i64(ck__jwriter *w, int64_t v);
 
-/* A double as cJSON (1.7.15) printed it, so records keep their bytes: %.15g, or %.17g when
- * that does not read back within one ulp ("3", "0.1", "1e+15", "-0"), always with a '.'
- * whatever the locale. NaN and infinities are written as null. */
+/* A double as %.15g, or %.17g when that does not read back as the same double ("3", "0.1",
+ * "1e+15", "-0", "0.30000000000000004"), always with a '.' whatever the locale: a reader gets
+ * the very value that was written (cJSON 1.7.15 accepted one ulp off, so a record's ratio
+ * could differ from the result's). NaN and infinities are written as null. */
 void ck__jw_double(ck__jwriter *w, double v);
 
 void ck__jw_bool(ck__jwriter *w, int v);

@@ -1,6 +1,5 @@
 /* The JSON writer (see json.h). Commas come from one flag: a value or a container's end sets
  * it, a container's start or a key clears it, so a writer needs no stack of its own. */
-#include <float.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -182,13 +181,7 @@ void ck__jw_i64(ck__jwriter *w, int64_t v) {
     jwrite_scalar(w, at, (size_t)(end - at));
 }
 
-/* cJSON's test of a printed double: equal within one unit of the larger's precision. */
-static int jwrite_close_enough(double a, double b) {
-    double max = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
-    return fabs(a - b) <= max * DBL_EPSILON;
-}
-
-/* Formats v as cJSON did (see json.h) into `out` (room for 64 bytes); returns the length. */
+/* Formats v (see json.h) into `out` (room for 64 bytes); returns the length. */
 static size_t jwrite_double_text(double v, char *out) {
     if (!isfinite(v)) {
         memcpy(out, "null", 5);
@@ -196,7 +189,7 @@ static size_t jwrite_double_text(double v, char *out) {
     }
     int n = snprintf(out, 64, "%1.15g", v);
     /* Read back under the same locale as it was printed: the point is the locale's here. */
-    if (!jwrite_close_enough(strtod(out, NULL), v)) n = snprintf(out, 64, "%1.17g", v);
+    if (strtod(out, NULL) != v) n = snprintf(out, 64, "%1.17g", v);
     if (n < 0) n = 0;
     const char *point = localeconv()->decimal_point;
     size_t pl = point ? strlen(point) : 0;
