@@ -148,6 +148,8 @@ typedef enum ck_part_kind {
 #define CK_PART_MADE_ID (1u << 4)   /* the id was made by the reader, the dialect has none (a
                                        Gemini call and its response paired by order and name):
                                        it pairs here and is never written back */
+#define CK_PART_CACHE_MARK (1u << 5) /* the host's block carries a cache_control marker
+                                        (Anthropic) */
 
 /*
  * One part of a message. Strings are UTF-8, not NUL-terminated, and borrowed: the core never
@@ -171,6 +173,9 @@ typedef struct ck_part {
 #define CK_MSG_JOINED (1u << 1)         /* continues the message before it (a Responses
                                            function_call after its reasoning item): no fold,
                                            cut or drop ever separates the two */
+#define CK_MSG_CACHE_BREAKPOINT (1u << 2) /* views only: the message is written with a
+                                             cache_control marker on its last block
+                                             (CK_OPT_CACHE_BREAKPOINTS) */
 
 /* The message list as the core sees it. Opaque. */
 typedef struct ck_history ck_history;
@@ -264,6 +269,9 @@ typedef enum ck_tier {
 
 /* ck_compactor_options.flags */
 #define CK_OPT_NO_PIN_FIRST_USER (1u << 0) /* do not pin the first user message (the task) */
+#define CK_OPT_CACHE_BREAKPOINTS (1u << 1) /* Anthropic dialect: cache_control markers on the
+                                              last pinned message and on the checkpoint, at most
+                                              four in the view with the caller's own */
 
 /*
  * A retention policy: what the placeholder of an offloaded output keeps of it, for the tools
@@ -405,7 +413,22 @@ typedef struct ck_compactor_options {
                           through which evidence, audit records and the resumed state go;
                           excludes `backend`. ck_compactor_get_options() gives it normalized,
                           without credentials (ck_s3_backend_url()) */
+    uint64_t min_gain; /* tokens the warn tier's offloads must free together before they change
+                          the view; 0 means window / 20 */
+    double cache_read, cache_write; /* the provider's prompt-cache prices per token, relative to
+                          uncached input (Anthropic 0.1 and 1.25; see ck_prompt_cache_preset()):
+                          with both set, a soft compaction or a batched offload changes the
+                          view only when the reads it saves outweigh the cache it invalidates;
+                          both 0: no cost model. 0 < read <= 1 <= write <= 10 */
 } ck_compactor_options;
+
+/*
+ * The prices of a named prompt-cache preset into *read / *write: "anthropic" (reads 0.1x,
+ * writes 1.25x, its five-minute cache) and "openai" (cached input 0.1x as the gpt-5 family
+ * bills it, no write premium: 1x). Returns CK_OK, or CK_EINVAL for another name (err->where
+ * "prompt_cache").
+ */
+CK_API int ck_prompt_cache_preset(const char *name, double *read, double *write, ck_error *err);
 
 /* The default and the largest time limit of one evidence-backend call, in seconds. */
 #define CK_BACKEND_TIMEOUT_DEFAULT 10.0

@@ -30,7 +30,7 @@
 #define EXCERPT_KEEP 2048
 #define EXCERPT_MINIMAL 256
 #define EXCERPT_TINY 64 /* the floor ck__render_excerpt keeps */
-#define WARN_MIN_GAIN_DIV 20 /* warn-tier offloads wait until they free window / this */
+#define COST_HORIZON_MAX 1000 /* calls the cost model looks ahead at most */
 
 /* ---- notes ---- */
 
@@ -513,6 +513,61 @@ static uint64_t compaction_offload_gain(const ck_compaction *c, size_t from, siz
         }
     }
     return gain;
+}
+
+/* ---- the prompt-cache cost model ---- */
+
+/* The tokens of the view as it stands that come before message j of the history (tool
+ * schemas first, as providers order their cache): what a change at j leaves of the cached
+ * prefix. With `at_checkpoint`, before the checkpoint instead: the pinned head a fold keeps. */
+static uint64_t compaction_prefix_before(ck_compaction *c, size_t j, int at_checkpoint) {
+    ck__layout L;
+    compaction_layout(c, &L);
+    uint64_t t = L.fixed;
+    size_t from = c->marker != CK_NONE || !c->st->active ? 0 : c->base;
+    for (size_t i = 0; i < from; i++)
+        if ((c->cls[i] & CK__M_PINNED) && !(c->cls[i] & CK__M_SKIP)) t = ck__tok_add(t, c->tok[i]);
+    for (size_t i = from; i < j && i < L.n; i++) {
+        if (c->cls[i] & CK__M_SKIP) continue;
+        if (at_checkpoint && !(c->cls[i] & CK__M_PINNED)) break;
+        t = ck__tok_add(t, c->tok[i]);
+    }
+    if (!at_checkpoint && from) t = ck__tok_add(t, compaction_state_cp_tokens(c));
+    return t;
+}
+
+/* The first message of [from, to) with an output the warn tier would offload, or `to`. */
+static size_t compaction_first_offloadable(const ck_compaction *c, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++)
+        for (size_t k = 0; k < c->h->msgs[i].n_parts; k++)
+            if (compaction_offloadable(c, c->h->msgs[i].first_part + k)) return i;
+    return to;
+}
+
+/* Whether changing the view now, from `now` tokens to `after` with its first `kept` unchanged,
+ * pays under the prompt_cache prices (r for a cached read, w for a write, per token of
+ * uncached input). Left unchanged, the view is read from the cache on each of the next H calls,
+ * H the calls until its growth takes it to the full limit (where a compaction happens anyway);
+ * changed, the `now - after` tokens it drops are not read on any of them, and the `after - kept`
+ * that follow the change are written to the cache once instead of read:
+ *     saves = H * r * (now - after),  invalidates = (w - r) * (after - kept).
+ * It pays when saves > invalidates. Without prices it always pays. The estimate is kept for
+ * the record. */
+static int compaction_pays(ck_compaction *c, uint64_t now, uint64_t after, uint64_t kept) {
+    const ck_compactor_options *o = &c->owner->opt;
+    if (o->cache_read == 0 || o->cache_write == 0) return 1;
+    if (after > now) after = now;
+    if (kept > after) kept = after;
+    uint64_t h = 1;
+    if (c->growth && now < c->lim.full) h = (c->lim.full - now) / c->growth;
+    h = h < 1 ? 1 : (h > COST_HORIZON_MAX ? COST_HORIZON_MAX : h);
+    double saves = (double)h * o->cache_read * (double)(now - after);
+    double invalidates = (o->cache_write - o->cache_read) * (double)(after - kept);
+    c->has_estimate = 1;
+    c->horizon = h;
+    c->saves = (uint64_t)(saves + 0.5);
+    c->invalidates = (uint64_t)(invalidates + 0.5);
+    return saves > invalidates;
 }
 
 /* The parts of [from, n) that could still be made smaller, in the order they give way:
@@ -1210,14 +1265,41 @@ static int compaction_begin(ck_compactor *self, const ck_history *history, uint6
     c->view_before = c->tokens_before;
     c->tier = ck__tier_for(&c->lim, c->tokens_before);
     c->cut = c->base;
+    {
+        uint64_t g = c->st->last_view && c->view_before > c->st->last_view
+                         ? c->view_before - c->st->last_view
+                         : 0;
+        c->growth = c->st->growth ? (c->st->growth + g) / 2 : g;
+    }
+    /* Under prompt_cache prices a soft fold waits while the reads it would save before the
+     * view reaches full cost less than the cache it would invalidate (the fold brings the view
+     * to the target and keeps the pinned head); full and emergency never wait. */
+    int deferred = c->tier == CK_TIER_SOFT &&
+                   !compaction_pays(c, c->tokens_before,
+                                    c->lim.target < c->tokens_before ? c->lim.target
+                                                                     : c->tokens_before,
+                                    compaction_prefix_before(c, c->h->n_msgs, 1));
+    if (deferred)
+        ck__compaction_note(c, "the fold at soft waits: over %llu calls it would save %llu "
+                               "billed tokens and re-bill %llu of cache",
+                            (unsigned long long)c->horizon, (unsigned long long)c->saves,
+                            (unsigned long long)c->invalidates);
     /* Every change to what was sent re-bills the provider's cached prefix after it, so the
-     * warn tier's offloads wait until together they free a twentieth of the window (a
-     * compaction at soft or above takes them at once). */
-    if (c->tier > CK_TIER_WARN ||
-        (c->tier == CK_TIER_WARN && compaction_offload_gain(c, c->base, c->tail) >=
-                                        self->opt.context_window / WARN_MIN_GAIN_DIV))
+     * warn tier's offloads wait until together they free min_gain tokens, and under
+     * prompt_cache prices until that pays (a compaction at soft or above takes them at once). */
+    if (c->tier > CK_TIER_WARN && !deferred) {
         rc = compaction_offload_range(c, c->base, c->tail);
-    if (!rc && c->tier >= CK_TIER_SOFT && c->tier < CK_TIER_EMERGENCY &&
+    } else if (c->tier >= CK_TIER_WARN) {
+        uint64_t gain = compaction_offload_gain(c, c->base, c->tail);
+        if (gain >= self->opt.min_gain &&
+            compaction_pays(c, c->tokens_before, ck__tok_sub(c->tokens_before, gain),
+                            compaction_prefix_before(
+                                c, compaction_first_offloadable(c, c->base, c->tail), 0)))
+            rc = compaction_offload_range(c, c->base, c->tail);
+    }
+    if (!rc && deferred) {
+        /* Nothing is folded: the view keeps what was sent. */
+    } else if (!rc && c->tier >= CK_TIER_SOFT && c->tier < CK_TIER_EMERGENCY &&
         compaction_rests(c)) {
         c->resting = 1;
         ck__compaction_note(c, "the last fold could not reach the target; the next waits until "
@@ -1271,14 +1353,16 @@ static int compaction_begin(ck_compactor *self, const ck_history *history, uint6
 
 /* ---- finish ---- */
 
-/* Adds message i of h to the view being built, with this compaction's substitutions. */
-static int compaction_add_message(ck_compaction *c, ck_view *v, size_t i) {
+/* Adds message i of h to the view being built, with this compaction's substitutions; with
+ * `mark`, as an edit that carries a cache breakpoint. */
+static int compaction_add_message(ck_compaction *c, ck_view *v, size_t i, int mark) {
     const ck_history *h = c->h;
     size_t first = h->msgs[i].first_part, n = h->msgs[i].n_parts;
-    int any = 0;
+    int any = mark;
     for (size_t k = 0; k < n && !any; k++) any = c->subst[first + k] != NULL;
     if (!any) return ck__view_keep(v, h, i);
-    int rc = ck__view_begin(v, CK_OP_EDIT, i, h->msgs[i].role, h->msgs[i].flags);
+    int rc = ck__view_begin(v, CK_OP_EDIT, i, h->msgs[i].role,
+                            h->msgs[i].flags | (mark ? CK_MSG_CACHE_BREAKPOINT : 0));
     for (size_t k = 0; k < n && !rc; k++)
         rc = c->subst[first + k]
                  ? ck__view_add_replaced_part(v, h, i, k, c->subst[first + k],
@@ -1288,35 +1372,70 @@ static int compaction_add_message(ck_compaction *c, ck_view *v, size_t i) {
     return rc;
 }
 
-static int compaction_add_checkpoint(ck_view *v, const char *text, size_t len) {
+static int compaction_add_checkpoint(ck_view *v, const char *text, size_t len, int mark) {
     ck_part p;
     memset(&p, 0, sizeof p);
     p.kind = CK_PART_TEXT;
     p.text = text;
     p.text_len = len;
     p.id = p.name = "";
-    int rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_USER, 0);
+    int rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, CK_ROLE_USER,
+                            mark ? CK_MSG_CACHE_BREAKPOINT : 0);
     if (!rc) rc = ck__view_add_new_part(v, &p);
     return rc;
 }
 
+/* The cache breakpoints the view may place (CK_OPT_CACHE_BREAKPOINTS, Anthropic): the
+ * provider takes four, and the caller's own markers in the messages that stay count. */
+#define CACHE_BREAKPOINTS_MAX 4
+static size_t compaction_breakpoints_free(const ck_compaction *c, size_t k, int checkpoint) {
+    if (!(c->owner->opt.flags & CK_OPT_CACHE_BREAKPOINTS) || c->format != CK_FORMAT_ANTHROPIC)
+        return 0;
+    const ck_history *h = c->h;
+    size_t used = 0;
+    for (size_t i = 0; i < h->n_msgs; i++) {
+        if ((c->cls[i] & CK__M_SKIP) || (checkpoint && i < k && !(c->cls[i] & CK__M_PINNED)))
+            continue;
+        const ck_part *parts = ck__msg_parts(h, i);
+        for (size_t j = 0; j < h->msgs[i].n_parts; j++)
+            used += (parts[j].flags & CK_PART_CACHE_MARK) != 0;
+    }
+    return used < CACHE_BREAKPOINTS_MAX ? CACHE_BREAKPOINTS_MAX - used : 0;
+}
+
 /* The view: the pinned messages before `k` (a written-back checkpoint excluded), the
- * checkpoint when there is one, then messages k..n. Without a checkpoint, every message. */
+ * checkpoint when there is one, then messages k..n. Without a checkpoint, every message.
+ * With cache breakpoints, the checkpoint and the last pinned message before it (without a
+ * checkpoint, the last of the pinned messages the view opens with) carry one each, the
+ * checkpoint first when only one is free: what stays the same from call to call is then
+ * cached explicitly. */
 static int compaction_build_view(ck_compaction *c, size_t k, const char *checkpoint,
                                  size_t checkpoint_len, ck_view **out) {
     ck_view *v = ck__view_new();
     if (!v) return CK_ENOMEM;
     const ck_history *h = c->h;
     int rc = CK_OK;
+    size_t marks = compaction_breakpoints_free(c, k, checkpoint != NULL);
+    size_t last_pinned = CK_NONE;
+    if (!checkpoint) k = 0;
+    for (size_t i = 0; i < (checkpoint ? k : h->n_msgs); i++) {
+        if (c->cls[i] & CK__M_SKIP) continue;
+        if (!(c->cls[i] & CK__M_PINNED)) {
+            if (checkpoint) continue;
+            break;
+        }
+        last_pinned = i;
+    }
+    int mark_cp = checkpoint && marks > 0;
+    int mark_pinned = last_pinned != CK_NONE && marks > (size_t)mark_cp;
     if (checkpoint) {
         for (size_t i = 0; i < k && !rc; i++)
             if ((c->cls[i] & CK__M_PINNED) && !(c->cls[i] & CK__M_SKIP))
-                rc = compaction_add_message(c, v, i);
-        if (!rc) rc = compaction_add_checkpoint(v, checkpoint, checkpoint_len);
-    } else {
-        k = 0;
+                rc = compaction_add_message(c, v, i, mark_pinned && i == last_pinned);
+        if (!rc) rc = compaction_add_checkpoint(v, checkpoint, checkpoint_len, mark_cp);
     }
-    for (size_t i = k; i < h->n_msgs && !rc; i++) rc = compaction_add_message(c, v, i);
+    for (size_t i = k; i < h->n_msgs && !rc; i++)
+        rc = compaction_add_message(c, v, i, mark_pinned && !checkpoint && i == last_pinned);
     if (rc) {
         ck_view_free(v);
         return rc;
@@ -1662,6 +1781,7 @@ static int compaction_finish(ck_compactor *self, ck_compaction *c, ck_error *err
         own->rest_n = c->tokens_after > c->lim.target ? c->h->n_msgs : 0;
     }
     own->last_view = c->tokens_after;
+    own->growth = c->growth;
     rc = compaction_commit_offloads(c);
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     if (futile) {

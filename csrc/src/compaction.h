@@ -71,6 +71,12 @@ struct ck_compaction {
     int summarize;   /* a model summary is wanted */
     int resting;     /* a fold was due but waits (ck__compaction_rests) */
     uint64_t cp_plan; /* the checkpoint's planned cost, an upper bound of the real one */
+    uint64_t growth;  /* the view's growth per call, this call's included (the cost model) */
+    /* The cost model's estimate for the change this compaction made (has_estimate): over the
+     * next `horizon` calls it saves `saves` billed tokens of cached reads and re-bills
+     * `invalidates` (prompt_cache prices applied). */
+    int has_estimate;
+    uint64_t horizon, saves, invalidates;
     /* Per message of h. */
     uint64_t *tok;       /* cost with this compaction's substitutions applied */
     uint64_t *key;       /* content hash of the message as read (its token cache key) */

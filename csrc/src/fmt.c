@@ -783,6 +783,30 @@ int ck__wr_chat_calls(ck__wr *w, const ck_out_msg *m, ck_value msg, ck_key key) 
     return rc;
 }
 
+/* Marks block `item`, written for part op, with {"type":"ephemeral"} as its cache_control: on
+ * the block itself when this builder made it, else (the host's own block, by reference) on a
+ * copy, so the caller's block never changes. */
+static int wr_cache_mark(ck__wr *w, const ck_out_part *op, ck_value *item) {
+    const ck_host_builder *b = w->b;
+    int rc;
+    if (op->src_msg != CK_NONE && op->part.host != CK__HOST_WHOLE && !op->replaced) {
+        ck_value copy;
+        ck__wr_drop(w, *item);
+        *item = (ck_value){NULL, 0};
+        if ((rc = b->copy(b->ctx, ck__wr_part_value(w, op->src_msg, op->src_part), &copy)))
+            return rc;
+        *item = copy;
+    }
+    ck_value mark;
+    if ((rc = b->object(b->ctx, &mark))) return rc;
+    rc = ck__wr_set_string(w, mark, CK_KEY_TYPE, "ephemeral", 9);
+    if (rc) {
+        ck__wr_drop(w, mark);
+        return rc;
+    }
+    return ck__wr_set(w, *item, CK_KEY_CACHE_CONTROL, mark);
+}
+
 int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
                          int (*block)(ck__wr *w, const ck_out_part *op, ck_value *out),
                          ck_value *out) {
@@ -809,7 +833,7 @@ int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
     }
     /* A string content whose one part stays is a string again (and a new message's one text,
      * when the dialect writes those as strings). */
-    int string = visible == 1 &&
+    int string = visible == 1 && !(m->flags & CK_MSG_CACHE_BREAKPOINT) &&
                  (m->op == CK_OP_EDIT
                       ? only->part.host == CK__HOST_WHOLE && only->src_msg == m->src &&
                             (m->flags & CK_MSG_STRING_CONTENT)
@@ -826,6 +850,9 @@ int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
             if (op->part.flags & CK_PART_ATTACHED) continue;
             ck_value item;
             rc = block(w, op, &item);
+            if (!rc && op == only && (m->flags & CK_MSG_CACHE_BREAKPOINT) &&
+                (rc = wr_cache_mark(w, op, &item)) && item.ptr)
+                ck__wr_drop(w, item);
             if (!rc) rc = ck__wr_push(w, content, item);
         }
         if (rc) ck__wr_drop(w, content);

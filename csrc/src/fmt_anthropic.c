@@ -14,7 +14,8 @@
  *                                                              OTHER: the server runs those
  *        tools within one assistant message, so they need no pairing here
  * Every block is kept as the host's own value, so thinking blocks keep their signatures byte
- * for byte and cache_control markers stay where the caller put them.
+ * for byte and cache_control markers stay where the caller put them (a block that has one is
+ * CK_PART_CACHE_MARK).
  *
  * Building: NEW messages are {"role":role,"content":[blocks]}, a result
  * {"type":"tool_result","tool_use_id":id,"content":text} (with "is_error":true when flagged),
@@ -22,6 +23,8 @@
  * content list has the source's blocks as they were, a replaced result as a copy of its block
  * with the text as its content (attached images beside it), replaced texts as copies with the
  * text replaced, new parts as new blocks; a string content whose one part stays is a string.
+ * A message the view marks CK_MSG_CACHE_BREAKPOINT is written with a content list whose last
+ * block (a copy when it is the host's own) gains "cache_control":{"type":"ephemeral"}.
  *
  * Pairing: a call's results stand in the next message, a user message, before any other
  * content in it; tool_use ids are unique in the whole request. */
@@ -58,6 +61,16 @@ static int anthropic_detect(ck__rd *rd, ck_value msg) {
     return score;
 }
 
+/* Adds block `item` as part p, marked when the caller put a cache_control marker on it (they
+ * count against the provider's four when the view places its own). */
+static int anthropic_part(ck__rd *rd, ck_part *p, ck_value item) {
+    ck_value mark;
+    int got = ck__rd_field(rd, item, CK_KEY_CACHE_CONTROL, &mark);
+    if (got < 0) return got;
+    if (got && ck__rd_kind(rd, mark) != CK_VALUE_NULL) p->flags |= CK_PART_CACHE_MARK;
+    return ck__rd_part(rd, p, item);
+}
+
 static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
     ck_part p;
     const char *type;
@@ -67,12 +80,12 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
 #define IS(lit) (tl == sizeof(lit) - 1 && memcmp(type, lit, tl) == 0)
     if (IS("text")) {
         rc = ck__rd_text_item(rd, item, k, &p);
-        return rc ? rc : ck__rd_part(rd, &p, item);
+        return rc ? rc : anthropic_part(rd, &p, item);
     }
     if (IS("image")) {
         p.kind = CK_PART_IMAGE;
         p.flags = CK_PART_ANTHROPIC;
-        return ck__rd_part(rd, &p, item);
+        return anthropic_part(rd, &p, item);
     }
     if (IS("tool_use")) {
         p.kind = CK_PART_TOOL_CALL;
@@ -89,7 +102,7 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
         if (got && (rc = ck__rd_text_or_json(rd, input, &p.text, &p.text_len,
                                              ".content[%zu].input")))
             return rc;
-        return ck__rd_part(rd, &p, item);
+        return anthropic_part(rd, &p, item);
     }
     if (IS("tool_result")) {
         p.kind = CK_PART_TOOL_RESULT;
@@ -103,7 +116,7 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
         if (got < 0) return got;
         if ((rc = ck__rd_joined_text(rd, content, &p.text, &p.text_len,
                                      ".content[%zu].content")) ||
-            (rc = ck__rd_part(rd, &p, item)))
+            (rc = anthropic_part(rd, &p, item)))
             return rc;
         return got ? ck__rd_attachments(rd, content, ".content[%zu].content") : CK_OK;
     }
@@ -122,7 +135,7 @@ static int anthropic_read_block(ck__rd *rd, ck_value item, size_t k) {
                  ? ck__rd_text_or_json(rd, field, &p.text, &p.text_len, ".content[%zu]")
                  : CK_OK;
 #undef IS
-    return rc ? rc : ck__rd_part(rd, &p, item);
+    return rc ? rc : anthropic_part(rd, &p, item);
 }
 
 static int anthropic_read(ck__rd *rd, ck_value msg) {

@@ -35,6 +35,15 @@ int ck__options_check(const ck_compactor_options *in, ck_compactor_options *o, c
         uint64_t s = o->context_window / 20;
         o->summary_max_tokens = s < 256 ? 256 : (s > 8192 ? 8192 : s);
     }
+    if (!o->min_gain) o->min_gain = o->context_window / 20;
+    if (o->cache_read != 0 || o->cache_write != 0) {
+        if (!(o->cache_read > 0 && o->cache_read <= 1))
+            return ck__fail(err, CK_EINVAL, "prompt_cache read price must be in (0, 1]", CK_NONE,
+                            "prompt_cache");
+        if (!(o->cache_write >= 1 && o->cache_write <= 10))
+            return ck__fail(err, CK_EINVAL, "prompt_cache write price must be in [1, 10]",
+                            CK_NONE, "prompt_cache");
+    }
     if (!ck_estimator_name(o->estimator))
         return ck__fail(err, CK_EINVAL, "unknown estimator", CK_NONE, "estimator");
     if (o->format != CK_FORMAT_AUTO && !ck__fmt_of(o->format))
@@ -44,4 +53,20 @@ int ck__options_check(const ck_compactor_options *in, ck_compactor_options *o, c
     if (o->backend && (!o->backend->put || !o->backend->get))
         return ck__fail(err, CK_EINVAL, "a backend needs both put and get", CK_NONE, "backend");
     return ck_backend_timeout(o->backend_timeout, &o->backend_timeout, err);
+}
+
+int ck_prompt_cache_preset(const char *name, double *read, double *write, ck_error *err) {
+    static const struct {
+        const char *name;
+        double read, write;
+    } presets[] = {{"anthropic", 0.1, 1.25}, {"openai", 0.1, 1.0}};
+    ck__error_clear(err);
+    for (size_t k = 0; name && k < sizeof presets / sizeof presets[0]; k++) {
+        if (strcmp(name, presets[k].name) != 0) continue;
+        if (read) *read = presets[k].read;
+        if (write) *write = presets[k].write;
+        return CK_OK;
+    }
+    return ck__fail(err, CK_EINVAL, "prompt_cache must be 'anthropic', 'openai' or read and write "
+                                    "prices", CK_NONE, "prompt_cache");
 }

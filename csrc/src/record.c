@@ -106,6 +106,18 @@ int ck__record_build(ck_compaction *c, const unsigned char *key, size_t key_len)
     ck__jw_u64(&w, c->prefix_kept);
     ck__jw_keys(&w, "prefix_broken");
     ck__jw_u64(&w, c->prefix_broken);
+    if (c->has_estimate) {
+        /* The prompt_cache cost model's judgment of this change (compaction.c). */
+        ck__jw_keys(&w, "estimate");
+        ck__jw_begin_object(&w);
+        ck__jw_keys(&w, "horizon");
+        ck__jw_u64(&w, c->horizon);
+        ck__jw_keys(&w, "saves");
+        ck__jw_u64(&w, c->saves);
+        ck__jw_keys(&w, "invalidates");
+        ck__jw_u64(&w, c->invalidates);
+        ck__jw_end_object(&w);
+    }
     ck__jw_end_object(&w);
     ck__jw_keys(&w, "summarized");
     ck__jw_u64(&w, compacted ? c->summarized : 0);

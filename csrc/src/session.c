@@ -71,6 +71,7 @@ int ck__state_forget(ck__state *st) {
     fresh.n_usage = st->n_usage;
     fresh.factor = st->factor;
     fresh.last_view = st->last_view;
+    fresh.growth = st->growth;
     ck__state_dispose(st);
     *st = fresh;
     return CK_OK;

@@ -84,6 +84,7 @@ typedef struct ck__state {
     double factor;
     /* Per-call memory (not written to records). */
     uint64_t last_view;  /* estimated tokens of the last view returned */
+    uint64_t growth;     /* how much the view grows per call, a running mean (the cost model) */
     int over_noted;      /* a record already said the view cannot get under the soft limit */
     size_t futile_cut;   /* a fold of [.., futile_cut) with this fingerprint did not shrink */
     uint64_t futile_fp;

@@ -123,7 +123,9 @@ void ck__view_end(ck_view *v, const ck_history *h) {
     if (!v->open || !v->n_msgs) return;
     v->open = 0;
     out_rec *m = &v->msgs[v->n_msgs - 1];
-    if (m->op != CK_OP_EDIT || m->n_parts != h->msgs[m->src].n_parts) return;
+    if (m->op != CK_OP_EDIT || m->n_parts != h->msgs[m->src].n_parts ||
+        (m->flags & CK_MSG_CACHE_BREAKPOINT))
+        return;
     const ck_out_part *p = v->parts + m->first_part;
     for (size_t k = 0; k < m->n_parts; k++)
         if (p[k].src_msg != m->src || p[k].src_part != k || p[k].replaced) return;
@@ -183,10 +185,11 @@ int ck__view_compose(const ck_view *outer, const ck_view *inner, const ck_histor
         }
         if (o.op == CK_OP_EDIT) {
             if ((rc = ck_view_get(inner, o.src, &m))) break;
-            rc = m.op == CK_OP_NEW ? ck__view_begin(v, CK_OP_NEW, CK_NONE, m.role, 0)
-                                   : ck__view_begin(v, CK_OP_EDIT, m.src, m.role, m.flags);
+            uint32_t mark = o.flags & CK_MSG_CACHE_BREAKPOINT;
+            rc = m.op == CK_OP_NEW ? ck__view_begin(v, CK_OP_NEW, CK_NONE, m.role, mark)
+                                   : ck__view_begin(v, CK_OP_EDIT, m.src, m.role, m.flags | mark);
         } else {
-            rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, o.role, 0);
+            rc = ck__view_begin(v, CK_OP_NEW, CK_NONE, o.role, o.flags & CK_MSG_CACHE_BREAKPOINT);
         }
         for (size_t k = 0; k < o.n_parts && !rc; k++) {
             ck_out_part p = o.parts[k];
