@@ -119,11 +119,14 @@ class Compactor:
         on_compaction: Optional[Callable[[CompactionRecord], Any]] = None,
         target: Optional[float] = None,  # None: 0.50
         keep_tail_tokens: Optional[int] = None,  # None: context_window / 4
+        prompt_cache: Optional[PromptCache] = None,
+        cache_breakpoints: bool = False,
         retention: Optional[Retention] = None,
         on_fallback: Optional[Callable[[str], Any]] = None,
         backend: Optional[EvidenceBackend] = None,
         backend_timeout: float = 10.0,
         store: Optional[str] = None,  # "s3://BUCKET/PREFIX?region=R&endpoint=E"
+        min_gain: Optional[int] = None,  # None: context_window / 20
     ) -> None: ...
     def compact(
         self,
@@ -261,4 +264,7 @@ def replay(
     pin_first_user: bool = True,
     retention: Optional[Retention] = None,
     backend: Optional[EvidenceBackend] = None,
+    prompt_cache: Optional[PromptCache] = None,
+    cache_breakpoints: bool = False,
+    min_gain: Optional[int] = None,
 ) -> Replay: ...

@@ -180,6 +180,18 @@ class Compactor:
     record; one that cannot place its record raises ``Error`` CK_ECONFLICT. ``options``
     gives it normalized, without credentials. It excludes ``backend``.
 
+    The provider's prompt cache bills a prefix sent before at a fraction of the price, and
+    every change to the view re-bills all that follows it. So the warn tier's offloads of old
+    outputs wait until together they free ``min_gain`` tokens (None: window / 20), and with
+    ``prompt_cache`` (``"anthropic"``: reads 0.1x and writes 1.25x of uncached input,
+    ``"openai"``: 0.1x and 1x, or ``{"read": r, "write": w}``) a soft compaction or a batched
+    offload happens only when the reads it saves before the view would reach ``full`` (at the
+    session's growth per call) outweigh the cache it re-bills; the record's ``cache`` then
+    holds the ``estimate``. Full and emergency never wait. ``cache_breakpoints=True`` puts
+    Anthropic ``cache_control`` markers on the checkpoint and on the last pinned message
+    before it (within the provider's four, the caller's own markers counted) in an Anthropic
+    view; the caller's messages keep theirs and gain none.
+
     One compaction at a time: a second call while one runs (``compact`` from another thread,
     or while an ``acompact`` is under way) raises ``Error`` with code "CK_EBUSY"; concurrent
     ``acompact`` calls wait their turn instead.
@@ -191,8 +203,9 @@ class Compactor:
                  soft=0.70, full=0.80, emergency=0.95, keep_tail=6, offload_threshold=4000,
                  tool_offload_threshold=10000, summary_max_tokens=None, summarize_timeout=60.0,
                  estimator="default", format="auto", pin_first_user=True, on_compaction=None,
-                 target=None, keep_tail_tokens=None, retention=None, on_fallback=None,
-                 backend=None, backend_timeout=_ext.BACKEND_TIMEOUT, store=None):
+                 target=None, keep_tail_tokens=None, prompt_cache=None, cache_breakpoints=False,
+                 retention=None, on_fallback=None, backend=None,
+                 backend_timeout=_ext.BACKEND_TIMEOUT, store=None, min_gain=None):
         self._timeout = _check_timeout(summarize_timeout)
         for name, fn in (("on_compaction", on_compaction), ("on_fallback", on_fallback)):
             if fn is not None and not callable(fn):
@@ -206,7 +219,8 @@ class Compactor:
             summary_max_tokens=summary_max_tokens, estimator=estimator, format=format,
             pin_first_user=pin_first_user, retention=retention, backend=backend,
             backend_timeout=backend_timeout, awaiter=awaiter, target=target,
-            keep_tail_tokens=keep_tail_tokens, store=store)
+            keep_tail_tokens=keep_tail_tokens, store=store, prompt_cache=prompt_cache,
+            cache_breakpoints=cache_breakpoints, min_gain=min_gain)
         self._estimator = estimator
         self._on_compaction = on_compaction
         self._on_fallback = on_fallback

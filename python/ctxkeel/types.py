@@ -34,6 +34,8 @@ __all__ = [
     "Anchors",
     "AnchorsArg",
     "Archive",
+    "CacheEstimate",
+    "CachePrices",
     "CompactionRecord",
     "Covered",
     "Estimator",
@@ -50,6 +52,7 @@ __all__ = [
     "PairIssue",
     "PairIssueKind",
     "PathArg",
+    "PromptCache",
     "RecordCache",
     "RecordState",
     "Repair",
@@ -176,9 +179,21 @@ class Archive(TypedDict):
     end: int
 
 
-class RecordCache(TypedDict):
+class CacheEstimate(TypedDict):
+    """Why a change to the view was made or waited, under prompt_cache prices."""
+
+    horizon: int  # the calls until the view would reach full at the session's growth
+    saves: int  # billed input tokens the change saves over them
+    invalidates: int  # billed input tokens it costs by re-writing the cache after it
+
+
+class _RecordCache(TypedDict):
     prefix_kept: int  # tokens of the view that are a prefix of the view returned before
     prefix_broken: int  # tokens of that earlier view after the prefix (re-sent or gone)
+
+
+class RecordCache(_RecordCache, total=False):
+    estimate: CacheEstimate  # with prompt_cache, when the change was weighed
 
 
 # The session state after a compaction: "kind" is "snapshot" or "delta".
@@ -239,6 +254,16 @@ class RetentionPolicy(TypedDict, total=False):
     max_bytes: int  # the preview's cap in bytes; 0: the gate's
     offload: bool  # False: the outputs always stay in the view
 
+
+class CachePrices(TypedDict):
+    """Prompt-cache prices per token, relative to uncached input."""
+
+    read: float  # in (0, 1]
+    write: float  # in [1, 10]
+
+
+# A preset ("anthropic": 0.1 and 1.25; "openai": 0.1 and 1.0) or the prices.
+PromptCache = Union[Literal["anthropic", "openai"], CachePrices]
 
 # {pattern: policy} (first match wins, in order) or [(pattern, policy), ...].
 Retention = Union[Mapping[str, RetentionPolicy], Sequence[Tuple[str, RetentionPolicy]]]

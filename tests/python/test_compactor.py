@@ -65,8 +65,9 @@ def test_signature_matches_the_design():
                 ("tool_offload_threshold", 10000), ("summary_max_tokens", None),
                 ("summarize_timeout", 60.0), ("estimator", "default"), ("format", "auto"),
                 ("pin_first_user", True), ("on_compaction", None), ("target", None),
-                ("keep_tail_tokens", None), ("retention", None), ("on_fallback", None),
-                ("backend", None), ("backend_timeout", 10.0), ("store", None)]
+                ("keep_tail_tokens", None), ("prompt_cache", None), ("cache_breakpoints", False),
+                ("retention", None), ("on_fallback", None), ("backend", None),
+                ("backend_timeout", 10.0), ("store", None), ("min_gain", None)]
     assert [(p.name, p.default) for p in sig.parameters.values()] == expected
     assert all(p.kind == p.KEYWORD_ONLY for p in list(sig.parameters.values())[1:])
     for name in ("compact", "acompact", "offload", "read_evidence", "search_evidence",

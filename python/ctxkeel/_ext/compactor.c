@@ -644,7 +644,8 @@ typedef struct compactor_args {
     PyObject *context_window, *session_id, *store_dir, *warn, *soft, *full, *emergency;
     PyObject *keep_tail, *offload_threshold, *tool_offload_threshold, *summary_max_tokens;
     PyObject *estimator, *format, *pin_first_user, *retention, *backend, *backend_timeout;
-    PyObject *awaiter, *target, *keep_tail_tokens, *store;
+    PyObject *awaiter, *target, *keep_tail_tokens, *store, *prompt_cache, *cache_breakpoints;
+    PyObject *min_gain;
 } compactor_args;
 
 /* What the options point at until ck_compactor_new() has copied it. */
@@ -779,6 +780,53 @@ static int read_retention(const ck_module_state *st, PyObject *obj, ck_compactor
     return rc;
 }
 
+/* prompt_cache: None, a preset's name ("anthropic", "openai") or a dict {"read": r, "write": w}
+ * of prices relative to uncached input. The core checks the prices' range; a 0 given here goes
+ * to it as NaN, since 0 would mean "no cost model" to the core. */
+static int read_prompt_cache(const ck_module_state *st, PyObject *obj, ck_compactor_options *opt) {
+    if (!obj || obj == Py_None) return 0;
+    ck_error err;
+    if (PyUnicode_Check(obj)) {
+        const char *name = PyUnicode_AsUTF8(obj);
+        if (!name) return -1;
+        if (ck_prompt_cache_preset(name, &opt->cache_read, &opt->cache_write, &err) == CK_OK)
+            return 0;
+        ck_py_raise_core(st, err.code, &err);
+        return -1;
+    }
+    if (!PyDict_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "ctxkeel: prompt_cache must be None, 'anthropic', 'openai' or a dict "
+                     "{'read': float, 'write': float}, not %.200s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(obj, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!name && PyErr_Occurred()) return -1;
+        double *out = !name ? NULL
+                      : strcmp(name, "read") == 0  ? &opt->cache_read
+                      : strcmp(name, "write") == 0 ? &opt->cache_write
+                                                   : NULL;
+        if (!out) return bad_value(st, "prompt_cache", "takes only the keys 'read' and 'write'");
+        if ((!PyFloat_Check(value) && !PyLong_Check(value)) || PyBool_Check(value)) {
+            PyErr_Format(PyExc_TypeError, MSG_NUMBER_TYPE,
+                         out == &opt->cache_read ? "prompt_cache['read']"
+                                                 : "prompt_cache['write']",
+                         Py_TYPE(value)->tp_name);
+            return -1;
+        }
+        *out = PyFloat_AsDouble(value);
+        if (*out == -1.0 && PyErr_Occurred()) return -1;
+        if (*out == 0) *out = NAN;
+    }
+    if (opt->cache_read == 0 || opt->cache_write == 0)
+        return bad_value(st, "prompt_cache", "needs both 'read' and 'write'");
+    return 0;
+}
+
 /* Fills `opt` from the keyword arguments of Compactor(), and `self->host` with the counter
  * and the backend. The strings the options point at are kept in `refs` until
  * ck_compactor_new() has copied them. */
@@ -786,7 +834,7 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
                         ck_compactor_options *opt, option_refs *refs) {
     memset(opt, 0, sizeof *opt);
     /* Counts and thresholds: positive ints; the ones not given stay 0, the default. */
-    unsigned long long v[6] = {0, 0, 0, 0, 0, 0};
+    unsigned long long v[7] = {0, 0, 0, 0, 0, 0, 0};
     struct {
         PyObject *obj;
         const char *name;
@@ -798,7 +846,8 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
                 {a->summary_max_tokens != Py_None ? a->summary_max_tokens : NULL,
                  "summary_max_tokens", UINT64_MAX},
                 {a->keep_tail_tokens != Py_None ? a->keep_tail_tokens : NULL, "keep_tail_tokens",
-                 UINT64_MAX}};
+                 UINT64_MAX},
+                {a->min_gain != Py_None ? a->min_gain : NULL, "min_gain", UINT64_MAX}};
     for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
         if (ints[k].obj &&
             to_uint(st, ints[k].obj, ints[k].name, 1, ints[k].max, MSG_POSITIVE, &v[k]) < 0)
@@ -809,6 +858,7 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
     opt->tool_offload_threshold = v[3];
     opt->summary_max_tokens = v[4];
     opt->keep_tail_tokens = v[5];
+    opt->min_gain = v[6];
     struct {
         PyObject *obj;
         const char *name;
@@ -832,14 +882,23 @@ static int fill_options(const ck_module_state *st, const compactor_args *a, ck_p
         opt->counter.count = ck_py_host_count;
         opt->counter.ctx = &self->host;
     }
-    if (a->pin_first_user) {
-        if (!PyBool_Check(a->pin_first_user)) {
-            PyErr_Format(PyExc_TypeError, MSG_BOOL_TYPE, "pin_first_user",
-                         Py_TYPE(a->pin_first_user)->tp_name);
+    struct {
+        PyObject *obj;
+        const char *name;
+        PyObject *sets; /* the value that sets the flag */
+        uint32_t flag;
+    } flags[] = {{a->pin_first_user, "pin_first_user", Py_False, CK_OPT_NO_PIN_FIRST_USER},
+                 {a->cache_breakpoints, "cache_breakpoints", Py_True, CK_OPT_CACHE_BREAKPOINTS}};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        if (!flags[k].obj) continue;
+        if (!PyBool_Check(flags[k].obj)) {
+            PyErr_Format(PyExc_TypeError, MSG_BOOL_TYPE, flags[k].name,
+                         Py_TYPE(flags[k].obj)->tp_name);
             return -1;
         }
-        if (a->pin_first_user == Py_False) opt->flags |= CK_OPT_NO_PIN_FIRST_USER;
+        if (flags[k].obj == flags[k].sets) opt->flags |= flags[k].flag;
     }
+    if (read_prompt_cache(st, a->prompt_cache, opt) < 0) return -1;
     if (str_option(st, a->session_id, "session_id", &refs->session, &opt->session_id) < 0)
         return -1;
     /* "s3://...": the core makes the built-in S3 backend from it. */
@@ -902,17 +961,21 @@ static PyObject *compactor_new(PyTypeObject *type, PyObject *args, PyObject *kwa
                              "target",
                              "keep_tail_tokens",
                              "store",
+                             "prompt_cache",
+                             "cache_breakpoints",
+                             "min_gain",
                              NULL};
     ck_module_state *st = (ck_module_state *)PyType_GetModuleState(type);
     compactor_args a;
     memset(&a, 0, sizeof a);
     if (!st ||
         !PyArg_ParseTupleAndKeywords(
-            args, kwargs, "O|$OOOOOOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
+            args, kwargs, "O|$OOOOOOOOOOOOOOOOOOOOOOO:Compactor", kwlist, &a.context_window,
             &a.session_id, &a.store_dir, &a.warn, &a.soft, &a.full, &a.emergency, &a.keep_tail,
             &a.offload_threshold, &a.tool_offload_threshold, &a.summary_max_tokens, &a.estimator,
             &a.format, &a.pin_first_user, &a.retention, &a.backend, &a.backend_timeout,
-            &a.awaiter, &a.target, &a.keep_tail_tokens, &a.store))
+            &a.awaiter, &a.target, &a.keep_tail_tokens, &a.store, &a.prompt_cache,
+            &a.cache_breakpoints, &a.min_gain))
         return NULL;
     ck_compactor_options opt;
     option_refs refs = {NULL, NULL, NULL, NULL, NULL};
@@ -1330,9 +1393,19 @@ static PyObject *compactor_get_options(PyObject *op, void *closure) {
         Py_XDECREF(estimator);
         return NULL;
     }
-    /* N steals: store, estimator and retention are released with the dict. */
+    /* N steals: store, estimator, retention and prompt_cache are released with the dict. */
+    PyObject *prompt_cache = o.cache_read != 0 ? Py_BuildValue("{s:d,s:d}", "read", o.cache_read,
+                                                               "write", o.cache_write)
+                                               : (Py_INCREF(Py_None), Py_None);
+    if (!prompt_cache) {
+        Py_DECREF(store);
+        Py_DECREF(retention);
+        Py_DECREF(estimator);
+        return NULL;
+    }
     return Py_BuildValue(
-        "{s:K,s:s,s:N,s:z,s:d,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O,s:d}",
+        "{s:K,s:s,s:N,s:z,s:d,s:d,s:d,s:d,s:d,s:I,s:K,s:K,s:K,s:K,s:N,s:s,s:O,s:N,s:O,s:d,s:N,"
+        "s:O,s:K}",
         "context_window", (unsigned long long)o.context_window, "session_id", o.session_id,
         "store_dir", store, "store", o.store, "warn", o.warn, "soft", o.soft, "full", o.full, "emergency",
         o.emergency, "target", o.target, "keep_tail", (unsigned int)o.keep_tail,
@@ -1343,7 +1416,9 @@ static PyObject *compactor_get_options(PyObject *op, void *closure) {
         "format", ck_format_name(o.format) ? ck_format_name(o.format) : "auto",
         "pin_first_user", (o.flags & CK_OPT_NO_PIN_FIRST_USER) ? Py_False : Py_True, "retention",
         retention, "backend", self->backend ? self->backend : Py_None, "backend_timeout",
-        o.backend_timeout ? o.backend_timeout : self->host.timeout);
+        o.backend_timeout ? o.backend_timeout : self->host.timeout, "prompt_cache", prompt_cache,
+        "cache_breakpoints", (o.flags & CK_OPT_CACHE_BREAKPOINTS) ? Py_True : Py_False,
+        "min_gain", (unsigned long long)o.min_gain);
 }
 
 PyDoc_STRVAR(compactor_doc,
@@ -1351,7 +1426,8 @@ PyDoc_STRVAR(compactor_doc,
              "soft=0.7, full=0.8, emergency=0.95, keep_tail=6, offload_threshold=4000, "
              "tool_offload_threshold=10000, summary_max_tokens=None, estimator='default', "
              "format='auto', pin_first_user=True, retention=None, backend=None,\n"
-             "backend_timeout=None, awaiter=None, target=None, keep_tail_tokens=None, store=None)\n"
+             "backend_timeout=None, awaiter=None, target=None, keep_tail_tokens=None, store=None,\n"
+             "prompt_cache=None, cache_breakpoints=False, min_gain=None)\n"
              "--\n"
              "\n"
              "The core of ctxkeel.Compactor: one agent session's compaction state, its evidence\n"
