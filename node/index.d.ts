@@ -321,6 +321,20 @@ export interface CompactorOptions<B extends EvidenceBackend | undefined = undefi
    * called again during that step); compact()'s `signal` stops the wait too. Default 10, at
    * most 86400 (the core's range: CK_EINVAL outside it). */
   backendTimeout?: number;
+  /** The provider's prompt-cache prices, relative to uncached input: 'anthropic' (reads 0.1,
+   * writes 1.25), 'openai' (0.1 and 1) or your own, read in (0, 1] and write in [1, 10]. With
+   * them a soft compaction or a batched offload changes the view only when the reads it saves
+   * before the view would reach `full` outweigh the cache it re-bills (the record's
+   * cache.estimate says the figures); full and emergency never wait. Default null: no cost
+   * model. */
+  promptCache?: PromptCache | null;
+  /** Anthropic views: cache_control markers on the checkpoint and on the last pinned message
+   * before it, within the provider's four with your own counted. Your messages keep theirs and
+   * gain none. Default false. */
+  cacheBreakpoints?: boolean;
+  /** Tokens the warn tier's offloads of old outputs must free together before they change the
+   * view (each change re-bills the cached prefix after it). Default contextWindow / 20. */
+  minGain?: number;
   /** Called with every audit record, after the compaction that wrote it. What it throws (or a
    * Promise it returns rejects with) is reported with process.emitWarning. */
   onCompaction?: ((record: CompactionRecord) => void | Promise<void>) | null;
@@ -329,6 +343,9 @@ export interface CompactorOptions<B extends EvidenceBackend | undefined = undefi
    * compactor with process.emitWarning (code 'CTXKEEL_FALLBACK'). */
   onFallback?: ((reason: string) => void | Promise<void>) | null;
 }
+
+/** Prompt-cache prices: a preset's name or per-token prices relative to uncached input. */
+export type PromptCache = 'anthropic' | 'openai' | { read: number; write: number };
 
 /** The options in force, defaults filled in (Compactor.options). */
 export interface ResolvedCompactorOptions {
@@ -352,6 +369,10 @@ export interface ResolvedCompactorOptions {
   readonly estimator: Estimator | TokenCounter;
   readonly format: Format;
   readonly pinFirstUser: boolean;
+  /** null without a cost model. */
+  readonly promptCache: { readonly read: number; readonly write: number } | null;
+  readonly cacheBreakpoints: boolean;
+  readonly minGain: number;
   /** Only when policies were given: them, as [pattern, policy] pairs with every key filled. */
   readonly retention?: ReadonlyArray<readonly [string, Required<RetentionPolicy>]>;
   /** Only when one was given. */
@@ -448,7 +469,13 @@ export interface CompactionRecord {
   tokens_after: number;
   /** What the view does to the provider's prompt cache: tokens of the view that are a prefix
    * of the view returned before, and tokens of that earlier view after the prefix. */
-  cache: { prefix_kept: number; prefix_broken: number };
+  cache: {
+    prefix_kept: number;
+    prefix_broken: number;
+    /** With promptCache, when the change was weighed: the calls until the view would reach
+     * full, the billed input tokens the change saves over them and those it costs. */
+    estimate?: { horizon: number; saves: number; invalidates: number };
+  };
   msgs_before: number;
   msgs_after: number;
   /** Messages folded into the checkpoint by this compaction. */
@@ -829,6 +856,9 @@ export interface ReplayOptions {
   estimator?: Estimator;
   format?: Format;
   pinFirstUser?: boolean;
+  promptCache?: PromptCache | null;
+  cacheBreakpoints?: boolean;
+  minGain?: number;
   /** Heads the chart. */
   title?: string;
 }

@@ -217,6 +217,7 @@ const NATIVE_OPTIONS = [
   'contextWindow', 'sessionId', 'storeDir', 'warn', 'soft', 'full', 'emergency', 'keepTail',
   'offloadThreshold', 'toolOffloadThreshold', 'summaryMaxTokens', 'estimator', 'format',
   'pinFirstUser', 'retention', 'backend', 'backendTimeout', 'target', 'keepTailTokens', 'store',
+  'promptCache', 'cacheBreakpoints', 'minGain',
 ];
 
 /** fn(value) now, or once `value` (a Promise) fulfils: one code path for the synchronous form
@@ -855,7 +856,7 @@ const statusCodes = Object.freeze(
 const REPLAY_OPTIONS = [
   'contextWindow', 'sessionId', 'storeDir', 'warn', 'soft', 'full', 'emergency', 'keepTail',
   'offloadThreshold', 'toolOffloadThreshold', 'summaryMaxTokens', 'estimator', 'format',
-  'pinFirstUser', 'title',
+  'pinFirstUser', 'title', 'promptCache', 'cacheBreakpoints', 'minGain',
 ];
 
 /** What replay() returns: the core's rows, one per model call, its totals and its chart. */

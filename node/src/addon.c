@@ -6,6 +6,7 @@
  * node/index.js loads this module, checks arguments and exports the public API. The C side
  * checks argument types again because the addon can be loaded directly.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +221,48 @@ int ckjs_format_arg(napi_env env, napi_value value, const char *what, ck_format 
     int choice = (int)*out;
     if (ckjs_choice(env, value, what, names, CK_FORMAT_COUNT, choice, &choice)) return -1;
     *out = (ck_format)choice;
+    return 0;
+}
+
+int ckjs_prompt_cache_arg(napi_env env, napi_value value, const char *what, double *read,
+                          double *write) {
+    napi_valuetype type = napi_undefined;
+    if (value) NODE_API_CALL_BASE(env, napi_typeof(env, value, &type), -1);
+    if (type == napi_undefined || type == napi_null) return 0;
+    ck_error err;
+    if (type == napi_string) {
+        char buf[32];
+        size_t len = 0;
+        NODE_API_CALL_BASE(env, napi_get_value_string_utf8(env, value, buf, sizeof buf, &len), -1);
+        /* A longer string is copied truncated and names no preset. */
+        if (ck_prompt_cache_preset(len < sizeof buf - 1 ? buf : "", read, write, &err) == CK_OK)
+            return 0;
+        ckjs_throw_range_error(env, "%s must be 'anthropic', 'openai' or { read, write }", what);
+        return -1;
+    }
+    bool is_array = false;
+    NODE_API_CALL_BASE(env, napi_is_array(env, value, &is_array), -1);
+    if (type != napi_object || is_array) {
+        ckjs_throw_type_error(env, "%s must be 'anthropic', 'openai' or { read, write }, not %s",
+                              what, ckjs_type_name(env, value));
+        return -1;
+    }
+    const char *keys[2] = {"read", "write"};
+    double *outs[2] = {read, write};
+    for (int k = 0; k < 2; k++) {
+        napi_value price;
+        napi_valuetype price_type;
+        NODE_API_CALL_BASE(env, napi_get_named_property(env, value, keys[k], &price), -1);
+        NODE_API_CALL_BASE(env, napi_typeof(env, price, &price_type), -1);
+        if (price_type != napi_number) {
+            ckjs_throw_type_error(env, "%s.%s must be a number, not %s", what, keys[k],
+                                  ckjs_type_name(env, price));
+            return -1;
+        }
+        NODE_API_CALL_BASE(env, napi_get_value_double(env, price, outs[k]), -1);
+        /* 0 would mean "no cost model" to the core: given here it is out of range. */
+        if (*outs[k] == 0) *outs[k] = NAN;
+    }
     return 0;
 }
 

@@ -712,7 +712,8 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
         integer_option(&r, "toolOffloadThreshold", 1, MAX_SAFE, &o->tool_offload_threshold) ||
         integer_option(&r, "summaryMaxTokens", 1, MAX_SAFE, &o->summary_max_tokens) ||
         fraction_option(&r, "target", &o->target) ||
-        integer_option(&r, "keepTailTokens", 1, MAX_SAFE, &o->keep_tail_tokens))
+        integer_option(&r, "keepTailTokens", 1, MAX_SAFE, &o->keep_tail_tokens) ||
+        integer_option(&r, "minGain", 1, MAX_SAFE, &o->min_gain))
         return -1;
     uint64_t keep_tail = 0;
     if (integer_option(&r, "keepTail", 1, 4294967295.0, &keep_tail)) return -1;
@@ -725,6 +726,15 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
         if (get_boolean(env, value, r.name, &pin)) return -1;
         if (!pin) o->flags |= CK_OPT_NO_PIN_FIRST_USER;
     }
+    if (read_option(&r, "cacheBreakpoints", &value, &type)) return -1;
+    if (type != napi_undefined) {
+        bool marks = false;
+        if (get_boolean(env, value, r.name, &marks)) return -1;
+        if (marks) o->flags |= CK_OPT_CACHE_BREAKPOINTS;
+    }
+    if (read_option(&r, "promptCache", &value, &type) ||
+        ckjs_prompt_cache_arg(env, value, r.name, &o->cache_read, &o->cache_write))
+        return -1;
     if (string_option(&r, "sessionId", &st->session_id) ||
         string_option(&r, "storeDir", &st->store_dir) || string_option(&r, "store", &st->store) ||
         retention_option(&r, st) ||
@@ -1417,8 +1427,19 @@ static napi_value compactor_options(napi_env env, napi_callback_info info) {
         set_value(env, obj, "format", cstring_value(env, ck_format_name(o.format))) ||
         set_value(env, obj, "pinFirstUser",
                   bool_value(env, !(o.flags & CK_OPT_NO_PIN_FIRST_USER))) ||
-        set_value(env, obj, "backendTimeout", number_value(env, o.backend_timeout)))
+        set_value(env, obj, "backendTimeout", number_value(env, o.backend_timeout)) ||
+        set_value(env, obj, "minGain", number_value(env, (double)o.min_gain)) ||
+        set_value(env, obj, "cacheBreakpoints",
+                  bool_value(env, (o.flags & CK_OPT_CACHE_BREAKPOINTS) != 0)))
         return NULL;
+    napi_value prices = null_value(env);
+    if (prices && o.cache_read != 0) {
+        NODE_API_CALL(env, napi_create_object(env, &prices));
+        if (set_value(env, prices, "read", number_value(env, o.cache_read)) ||
+            set_value(env, prices, "write", number_value(env, o.cache_write)))
+            return NULL;
+    }
+    if (set_value(env, obj, "promptCache", prices)) return NULL;
     return o.n_retention && set_value(env, obj, "retention", retention_value(env, &o)) ? NULL : obj;
 }
 

@@ -109,6 +109,13 @@ extern const char *const ckjs_estimator_names[3];
  * names. Returns 0, or -1 with an exception pending. */
 int ckjs_format_arg(napi_env env, napi_value value, const char *what, ck_format *out);
 
+/* Reads the optional promptCache option: undefined or null keeps the prices; a preset's name
+ * ('anthropic', 'openai', see ck_prompt_cache_preset()) or { read, write } sets them (the
+ * core checks their range); anything else -> TypeError or RangeError naming `what`. Returns 0,
+ * or -1 with an exception pending. */
+int ckjs_prompt_cache_arg(napi_env env, napi_value value, const char *what, double *read,
+                          double *write);
+
 /* Returns a new JS string holding `len` bytes of UTF-8 `s`, or NULL with an exception
  * pending. */
 napi_value ckjs_string(napi_env env, const char *s, size_t len);

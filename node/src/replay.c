@@ -33,6 +33,7 @@ static const struct replay_option {
     {"storeDir", RK_STRING, offsetof(ck_compactor_options, store_dir)},
     {"format", RK_FORMAT, offsetof(ck_compactor_options, format)},
     {"estimator", RK_ESTIMATOR, offsetof(ck_compactor_options, estimator)},
+    {"minGain", RK_COUNT, offsetof(ck_compactor_options, min_gain)},
 };
 #define REPLAY_N_OPTIONS (sizeof REPLAY_OPTIONS / sizeof REPLAY_OPTIONS[0])
 
@@ -108,17 +109,28 @@ static int replay_read_options(napi_env env, napi_value options, ck_compactor_op
     }
     napi_value v;
     napi_valuetype type;
-    NODE_API_CALL_RC(env, napi_get_named_property(env, options, "pinFirstUser", &v));
-    NODE_API_CALL_RC(env, napi_typeof(env, v, &type));
-    if (type == napi_boolean) {
-        bool pin = true;
-        NODE_API_CALL_RC(env, napi_get_value_bool(env, v, &pin));
-        if (!pin) o->flags |= CK_OPT_NO_PIN_FIRST_USER;
-    } else if (type != napi_undefined) {
-        ckjs_throw_type_error(env, "options.pinFirstUser must be a boolean, not %s",
-                              ckjs_type_name(env, v));
-        return CKJS_THROWN;
+    const struct {
+        const char *name;
+        bool sets; /* the value that sets the flag */
+        uint32_t flag;
+    } flags[] = {{"pinFirstUser", false, CK_OPT_NO_PIN_FIRST_USER},
+                 {"cacheBreakpoints", true, CK_OPT_CACHE_BREAKPOINTS}};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        NODE_API_CALL_RC(env, napi_get_named_property(env, options, flags[k].name, &v));
+        NODE_API_CALL_RC(env, napi_typeof(env, v, &type));
+        if (type == napi_boolean) {
+            bool b = !flags[k].sets;
+            NODE_API_CALL_RC(env, napi_get_value_bool(env, v, &b));
+            if (b == flags[k].sets) o->flags |= flags[k].flag;
+        } else if (type != napi_undefined) {
+            ckjs_throw_type_error(env, "options.%s must be a boolean, not %s", flags[k].name,
+                                  ckjs_type_name(env, v));
+            return CKJS_THROWN;
+        }
     }
+    NODE_API_CALL_RC(env, napi_get_named_property(env, options, "promptCache", &v));
+    if (ckjs_prompt_cache_arg(env, v, "options.promptCache", &o->cache_read, &o->cache_write))
+        return CKJS_THROWN;
     return CK_OK;
 }
 

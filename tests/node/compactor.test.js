@@ -70,12 +70,14 @@ describe('new Compactor()', () => {
       emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
       summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
       pinFirstUser: false, onCompaction: null, backendTimeout: 2.5, target: 0.4, keepTailTokens: 900,
+      promptCache: { read: 0.2, write: 1.5 }, cacheBreakpoints: true, minGain: 120,
     });
     assert.deepEqual({ ...c.options }, {
       contextWindow: 5000, sessionId: 'opts', storeDir: store, warn: 0.5, soft: 0.6, full: 0.7,
       emergency: 0.9, keepTail: 4, offloadThreshold: 100, toolOffloadThreshold: 200,
       summaryMaxTokens: 300, summarizeTimeout: 5, estimator: 'chars4', format: 'openai',
       pinFirstUser: false, backendTimeout: 2.5, target: 0.4, keepTailTokens: 900, store: null,
+      promptCache: { read: 0.2, write: 1.5 }, cacheBreakpoints: true, minGain: 120,
     });
   });
 
