@@ -17,7 +17,8 @@ static const char CLI_USAGE[] =
     "       ctxkeel replay FILE --window N [--svg OUT] [--explain] [COMPACTOR OPTIONS]\n"
     "compactor options: --store DIR (default .ctxkeel) or --store s3://BUCKET/PREFIX?region=R\n"
     "  [&endpoint=E] (credentials from AWS_ACCESS_KEY_ID...), --session ID,\n"
-    "  --keep-tail N, --summary-max-tokens N, --estimator E, --format F\n"
+    "  --keep-tail N, --summary-max-tokens N, --estimator E, --format F,\n"
+    "  --prompt-cache anthropic|openai, --cache-breakpoints, --min-gain N\n"
     "summarizer (default: the built-in extractive one): --llm-url URL --model M\n"
     "  [--api openai|anthropic] [--api-key-env VAR] [--llm-timeout SECONDS]\n"
     "       ctxkeel --version | --help\n"
@@ -96,6 +97,9 @@ typedef struct cli_options {
     ck_http_api api;
     double llm_timeout;
     int explain;
+    double cache_read, cache_write; /* --prompt-cache: the preset's prices */
+    int cache_breakpoints;
+    uint64_t min_gain;
 } cli_options;
 
 static char *cli_read_all(const char *path, size_t *len) {
@@ -156,6 +160,14 @@ static int cli_parse(int argc, char **argv, cli_options *o) {
             uint64_t v;
             if (cli_count(argv[++i], &v) || v > 1000000) return -1;
             o->keep_tail = (uint32_t)v;
+        } else if (strcmp(a, "--prompt-cache") == 0 && next) {
+            ck_error err;
+            if (ck_prompt_cache_preset(argv[++i], &o->cache_read, &o->cache_write, &err))
+                return -1;
+        } else if (strcmp(a, "--cache-breakpoints") == 0) {
+            o->cache_breakpoints = 1;
+        } else if (strcmp(a, "--min-gain") == 0 && next) {
+            if (cli_count(argv[++i], &o->min_gain) || !o->min_gain) return -1;
         } else if (strcmp(a, "--summary-max-tokens") == 0 && next) {
             if (cli_count(argv[++i], &o->summary_max_tokens)) return -1;
         } else if (strcmp(a, "--store") == 0 && next) {
@@ -276,6 +288,10 @@ static ck_compactor *cli_compactor(const cli_options *o, ck_error *err) {
     opts.context_window = o->window;
     opts.keep_tail = o->keep_tail;
     opts.summary_max_tokens = o->summary_max_tokens;
+    opts.min_gain = o->min_gain;
+    opts.cache_read = o->cache_read;
+    opts.cache_write = o->cache_write;
+    if (o->cache_breakpoints) opts.flags |= CK_OPT_CACHE_BREAKPOINTS;
     opts.estimator = o->estimator;
     opts.format = o->format;
     opts.session_id = o->session;

@@ -38,10 +38,10 @@ int ck__options_check(const ck_compactor_options *in, ck_compactor_options *o, c
     if (!o->min_gain) o->min_gain = o->context_window / 20;
     if (o->cache_read != 0 || o->cache_write != 0) {
         if (!(o->cache_read > 0 && o->cache_read <= 1))
-            return ck__fail(err, CK_EINVAL, "prompt_cache read price must be in (0, 1]", CK_NONE,
+            return ck__fail(err, CK_EINVAL, "the read price must be in (0, 1]", CK_NONE,
                             "prompt_cache");
         if (!(o->cache_write >= 1 && o->cache_write <= 10))
-            return ck__fail(err, CK_EINVAL, "prompt_cache write price must be in [1, 10]",
+            return ck__fail(err, CK_EINVAL, "the write price must be in [1, 10]",
                             CK_NONE, "prompt_cache");
     }
     if (!ck_estimator_name(o->estimator))
@@ -67,6 +67,6 @@ int ck_prompt_cache_preset(const char *name, double *read, double *write, ck_err
         if (write) *write = presets[k].write;
         return CK_OK;
     }
-    return ck__fail(err, CK_EINVAL, "prompt_cache must be 'anthropic', 'openai' or read and write "
+    return ck__fail(err, CK_EINVAL, "must be 'anthropic', 'openai' or read and write "
                                     "prices", CK_NONE, "prompt_cache");
 }
