@@ -319,6 +319,9 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	rm -rf $(BENCH_STORE)
 	$(BENCH_DIR)/rhythm $(CORPUS) $(BENCH_STORE) > $(BENCH_DIR)/rhythm.tsv
 	rm -rf $(BENCH_STORE)
+	CK_RHYTHM_PROMPT_CACHE=anthropic $(BENCH_DIR)/rhythm $(CORPUS) $(BENCH_STORE) \
+	  > $(BENCH_DIR)/rhythm_cached.tsv
+	rm -rf $(BENCH_STORE)
 	$(VENV)/bin/python bench/fidelity.py $(CORPUS) $(BENCH_DIR)/fidelity.md > /dev/null || \
 	  echo "bench: a planted canary was lost (see the fidelity table)"
 	node tools/tokens_measure.js > $(BENCH_DIR)/tokens.md

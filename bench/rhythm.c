@@ -15,8 +15,12 @@
  *
  *   rhythm CORPUS_DIR STORE_DIR [FRACTION ...]      (default fractions: 0.20 0.35 0.50)
  *
- * It uses only the C API that the first version had too, so that the same program measures
- * the policy before and after a change. */
+ * followed by sent (the tokens of every view summed), prefix_kept (of them, a prefix of the view
+ * before) and prefix_breaks (calls whose view changed a message of the one before). With
+ * CK_RHYTHM_PROMPT_CACHE set to a preset's name ("anthropic", "openai") the compactors weigh
+ * folds against those prices (the prompt_cache option). Without it, the program uses only the
+ * C API that the first version had too, so that it measures the policy before and after a
+ * change. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +85,12 @@ static void rhythm_one(const char *name, const char *text, size_t len, double fr
     o.context_window = window;
     o.store_dir = store;
     o.session_id = session;
+    const char *preset = getenv("CK_RHYTHM_PROMPT_CACHE");
+    if (preset && *preset &&
+        ck_prompt_cache_preset(preset, &o.cache_read, &o.cache_write, &err) != CK_OK) {
+        fprintf(stderr, "rhythm: CK_RHYTHM_PROMPT_CACHE: %s\n", err.msg);
+        exit(2);
+    }
     ck_compactor *k = ck_compactor_new(&o, &err);
     if (!k) {
         fprintf(stderr, "rhythm: %s: %s\n", name, err.msg ? err.msg : "no compactor");
