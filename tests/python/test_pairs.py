@@ -441,13 +441,19 @@ def test_format_argument_checked():
         ctxkeel.check_pairs([], "openai")  # format is keyword-only
 
 
-def test_messages_must_be_a_list():
+def test_messages_must_be_a_list_or_a_tuple():
     for func in (ctxkeel.check_pairs, ctxkeel.repair_pairs):
         with pytest.raises(TypeError) as info:
             func(5)
-        assert str(info.value) == "ctxkeel: messages must be a list, not int"
-        with pytest.raises(TypeError, match="not tuple"):
-            func((user(),))
+        assert str(info.value) == "ctxkeel: messages must be a list or a tuple, not int"
+    # A tuple is read as the list of its messages.
+    broken = (user(), {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})
+    assert ctxkeel.check_pairs(broken) == ctxkeel.check_pairs(list(broken)) != []
+    repaired = ctxkeel.repair_pairs(broken)
+    assert repaired == ctxkeel.repair_pairs(list(broken))
+    assert repaired[0] is broken[0] and ctxkeel.check_pairs(repaired) == []
+    assert ctxkeel.estimate_tokens(broken) == ctxkeel.estimate_tokens(list(broken)) > 0
 
 
 def test_violation_dicts_have_fixed_keys():

@@ -63,7 +63,7 @@ def test_compact_takes_a_tuple_as_a_list(tmp_path):
 
 def test_text_is_not_read_as_a_sequence_of_messages(tmp_path):
     compactor = ctxkeel.Compactor(2000, store_dir=str(tmp_path))
-    with pytest.raises(TypeError, match="must be a list, not str"):
+    with pytest.raises(TypeError, match="must be a list or a tuple, not str"):
         compactor.compact("hello")
     with pytest.raises(TypeError, match="tools must be a list or None, not str"):
         compactor.compact([], tools="read_evidence")

@@ -53,7 +53,8 @@ def readonly(history: Sequence[ChatCompletionMessageParam]) -> int:
     again: List[ChatCompletionMessageParam] = compactor.compact(as_tuple).messages
     repaired: List[ChatCompletionMessageParam] = ctxkeel.repair_pairs(again)
     last: ChatCompletionMessageParam = compactor.offload(repaired[-1])
-    return len(ctxkeel.check_pairs(repaired)) + ctxkeel.estimate_tokens(repaired) + len(last)
+    as_tuple = tuple(repaired)  # a tuple is read as the list of its messages
+    return len(ctxkeel.check_pairs(as_tuple)) + ctxkeel.estimate_tokens(repaired) + len(last)
 
 
 async def aturn(history: List[ChatCompletionMessageParam]) -> List[ChatCompletionMessageParam]:

@@ -2,7 +2,7 @@
 --strict (warn_unused_ignores) and pyright (reportUnnecessaryTypeIgnoreComment, in
 pyrightconfig.json) both fail on a mark that suppresses nothing. Type-checked only; never run."""
 
-from typing import List, Tuple
+from typing import List
 
 from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionMessageParam
@@ -17,9 +17,9 @@ def wrong(openai: List[ChatCompletionMessageParam], record: CompactionRecord) ->
     compactor.compact([1, 2])  # type: ignore
     # The view keeps the caller's dialect: OpenAI in, not Anthropic out.
     view: List[MessageParam] = compactor.compact(openai).messages  # type: ignore
-    # The core's own functions read lists only (a tuple is a TypeError there).
-    as_tuple: Tuple[ChatCompletionMessageParam, ...] = tuple(openai)
-    ctxkeel.check_pairs(as_tuple)  # type: ignore
+    # The core's own functions read lists and tuples, not other iterables.
+    as_set = frozenset(["hello"])
+    ctxkeel.check_pairs(as_set)  # type: ignore
     ctxkeel.Compactor("8000")  # type: ignore
     ctxkeel.read_evidence_tool("gemini")  # type: ignore
     ctxkeel.Compactor(8_000, format="xml")  # type: ignore

@@ -12,7 +12,8 @@
 #include <string.h>
 
 static const char MSG_X_TYPE[] =
-    "ctxkeel: estimate_tokens() argument 'x' must be a str, a message dict or a list, not %.200s";
+    "ctxkeel: estimate_tokens() argument 'x' must be a str, a message dict, a list or a tuple, "
+    "not %.200s";
 static const char MSG_ESTIMATOR_TYPE[] =
     "ctxkeel: estimator must be a str or a callable, not %.200s";
 static const char MSG_ESTIMATOR_VALUE[] = "ctxkeel: estimator must be %s, not %R";
@@ -154,6 +155,16 @@ static PyObject *estimate_messages(ck_module_state *st, PyObject *x, int single,
     return result;
 }
 
+/* The tokens of a list of messages or of tool schemas. */
+static PyObject *estimate_list(const ck_module_state *st, PyObject *list, ck_estimator est,
+                               ck_py_host *host) {
+    if (PyList_GET_SIZE(list) == 0) return PyLong_FromLong(0);
+    int kind;
+    if (classify_list(st, list, &kind) < 0) return NULL;
+    if (kind == LIST_TOOLS) return estimate_tools(st, list, est, host);
+    return estimate_messages(st, list, 0, est, host);
+}
+
 PyObject *ck_py_estimate_tokens(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"x", "estimator", NULL};
     ck_module_state *st = ck_py_state(module);
@@ -173,12 +184,16 @@ PyObject *ck_py_estimate_tokens(PyObject *module, PyObject *args, PyObject *kwar
         return PyLong_FromUnsignedLongLong(ck_estimate_text(text, (size_t)len, est));
     }
     if (PyDict_Check(x)) return estimate_messages(st, x, 1, est, &host);
+    if (PyTuple_Check(x)) {
+        /* A tuple of messages or tools counts as the list of them. */
+        PyObject *list = PySequence_List(x);
+        if (!list) return NULL;
+        PyObject *n = estimate_list(st, list, est, &host);
+        Py_DECREF(list);
+        return n;
+    }
     if (!PyList_Check(x)) return PyErr_Format(PyExc_TypeError, MSG_X_TYPE, Py_TYPE(x)->tp_name);
-    if (PyList_GET_SIZE(x) == 0) return PyLong_FromLong(0);
-    int kind;
-    if (classify_list(st, x, &kind) < 0) return NULL;
-    if (kind == LIST_TOOLS) return estimate_tools(st, x, est, &host);
-    return estimate_messages(st, x, 0, est, &host);
+    return estimate_list(st, x, est, &host);
 }
 
 /* ---- check_pairs ------------------------------------------------------------------------- */

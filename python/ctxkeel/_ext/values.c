@@ -22,7 +22,7 @@
 /* The status a callback returns when Python raised; no core status has this value. */
 #define CK_PY_RAISED (-1000)
 
-static const char MSG_NOT_A_LIST[] = "ctxkeel: messages must be a list, not %.200s";
+static const char MSG_NOT_A_LIST[] = "ctxkeel: messages must be a list or a tuple, not %.200s";
 static const char MSG_NOT_JSON[] = "cannot be serialized as JSON";
 
 PyObject *ck_py_str(const char *text, size_t len) {
@@ -269,6 +269,11 @@ static int read_snapshot(ck_py_history *ph, ck_format format) {
 }
 
 int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format format) {
+    if (PyTuple_Check(messages)) {
+        Py_INCREF(messages); /* a tuple is a snapshot already */
+        ph->snapshot = messages;
+        return read_snapshot(ph, format);
+    }
     if (!PyList_Check(messages)) {
         PyErr_Format(PyExc_TypeError, MSG_NOT_A_LIST, Py_TYPE(messages)->tp_name);
         return -1;
