@@ -22,8 +22,8 @@
  *   - {"type":"function_call_output" | "custom_tool_call_output","call_id","output"} and the
  *     SDK's {"type":"function_call_result","callId","name","status","output"}: role tool, one
  *     TOOL_RESULT, id = call_id, name = "name" when present, text = the output string, or the
- *     text items (input_text, the SDK's text) of a list joined by newlines (its images and
- *     files follow as CK_PART_ATTACHED parts), or the SDK's one structured output: a
+ *     input_text items of a list joined by newlines (its input_image and input_file items
+ *     follow as CK_PART_ATTACHED parts), or the SDK's one structured output: a
  *     {"type":"text","text"} object is the text, an image or file object alone is attached.
  *   - {"type":"reasoning","summary":[{"type":"summary_text","text"}...],...}: role assistant,
  *     one OTHER part whose text is the summary, the SDK's "content" and its "rawContent"
@@ -42,7 +42,7 @@
  *     was replaced: "arguments" / "input" / "output" set); its "id" stays. A replaced output
  *     keeps its shape: a string stays a string; the SDK's {"type":"text"} object becomes a
  *     copy of it with the new "text"; attached items stay beside the new text, which leads
- *     the list as {"type":"input_text"} ({"type":"text"} in a function_call_result).
+ *     the list as {"type":"input_text"}.
  *   - a message item: a shallow copy (id, status and every other key kept) whose content is
  *     rebuilt: the same string when it had one and its one part stays; else a list of the
  *     source's own items, replaced ones as copies with "text" replaced, new ones as
@@ -323,14 +323,14 @@ static const ck_part *responses_call_of(const ck__wr *w, const char *id, size_t 
 
 /* The output of a result whose text was replaced, in the shape the source had: the SDK's one
  * {"type":"text"} part as a copy with the new text; else the text alone, or with attached
- * items as a list that leads with a text item ("text" for the SDK, "input_text" else). */
+ * items as a list that leads with an input_text item (the SDK's lists hold input_* items
+ * too). */
 static int responses_output(ck__wr *w, const ck_out_part *op, ck_value *out) {
     const ck_part *p = &op->part;
     if (p->host & RESPONSES_TEXT_OBJ)
         return ck__wr_replaced_item(w, ck__wr_part_value(w, op->src_msg, op->src_part),
                                     CK_KEY_TEXT, "text", p->text, p->text_len, out);
-    return ck__wr_result_content_as(w, op->src_msg, op->src_part,
-                                    p->host & RESPONSES_SDK ? "text" : "input_text", p->text,
+    return ck__wr_result_content_as(w, op->src_msg, op->src_part, "input_text", p->text,
                                     p->text_len, out);
 }
 

@@ -51,11 +51,11 @@ case("responses","sdk-reasoning-parallel",
      "Agents SDK reasoning items (content and rawContent read as their text) before parallel calls whose results come back in another order, and a computer_call_result: the folded turns take their reasoning along, the kept ones stay whole and valid.",
      "auto", hist, detected="responses", compact_opts={"context_window":2500,"keep_tail":6})
 
-img={"type":"image","image":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}
+img={"type":"input_image","image":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}
 hist=[TASK, said(1, "Taking a screenshot with its log."), call(1, name="screenshot"),
-      result(1, [{"type":"text","text":log(1)}, img], name="screenshot"),
+      result(1, [{"type":"input_text","text":log(1)}, img], name="screenshot"),
       said(2, "Reading the next one."), call(2), result(2, log(2, 20)),
       {"role":"user","content":"Which step was it?"}]
 case("responses","sdk-image-result",
-     "An Agents SDK result whose output is a list of a long text and an image: offloaded, the output is a {type:'text'} placeholder with the SDK's own image beside it.",
+     "An Agents SDK result whose output is a list of a long input_text and an input_image: offloaded, the output is an input_text placeholder with the SDK's own image item beside it.",
      "auto", hist, detected="responses", compact_opts={"context_window":3000,"keep_tail":5})
