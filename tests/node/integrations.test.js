@@ -426,13 +426,14 @@ test('openai-agents: callModelInputFilter in run()\'s loop', async () => {
   const records = [];
   const summarize = summaries();
   const { result, received, filter } = await runAgents(records, summarize);
-  const { Converted } = agentsAdapter();
-  const asResponses = (items) => items.map((item) => new Converted([item]).items[0]);
   let compacted = 0;
   for (const [j, { instructions, input }] of received.entries()) {
     assert.equal(instructions, SYSTEM);
-    const view = [{ type: 'message', role: 'system', content: SYSTEM }, ...asResponses(input)];
+    // The core reads the SDK's own items: the model input is checked as it was sent.
+    const view = [{ type: 'message', role: 'system', content: SYSTEM }, ...input];
     checkView(view, 'responses', responsesText);
+    // Only the SDK's own item protocol: no Responses API result, no snake_case call id.
+    assert.ok(input.every((i) => i.type !== 'function_call_output' && i.call_id === undefined));
     // A reasoning item stays right before the call it led to, ids and all.
     input.forEach((item, k) => {
       if (item.type !== 'reasoning') return;
