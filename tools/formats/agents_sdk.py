@@ -59,3 +59,14 @@ hist=[TASK, said(1, "Taking a screenshot with its log."), call(1, name="screensh
 case("responses","sdk-image-result",
      "An Agents SDK result whose output is a list of a long input_text and an input_image: offloaded, the output is an input_text placeholder with the SDK's own image item beside it.",
      "auto", hist, detected="responses", compact_opts={"context_window":3000,"keep_tail":5})
+
+case("responses","sdk-bad-call-id",
+     "An Agents SDK result whose callId is not a string is refused, naming the SDK's key.",
+     "responses", [TASK, {"type":"function_call_result","callId":7,"name":"readLog",
+                          "status":"completed","output":"ok"}],
+     error={"code":"ETYPE","where":"messages[1].callId"})
+case("responses","sdk-output-no-text",
+     "An Agents SDK result whose {type:'text'} output has no text is refused, naming the field.",
+     "responses", [TASK, call(1), {"type":"function_call_result","callId":"call_1","name":"readLog",
+                                   "status":"completed","output":{"type":"text"}}],
+     error={"code":"EMISSING","where":"messages[2].output.text"})
