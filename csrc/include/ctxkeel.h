@@ -807,7 +807,8 @@ typedef enum ck_value_kind {
     X(FUNCTION_RESPONSE_SNAKE, "function_response") X(INLINE_DATA_SNAKE, "inline_data")       \
     X(FILE_DATA_SNAKE, "file_data") X(ERROR, "error") X(STATUS, "status")                     \
     X(IS_ERROR_CAMEL, "isError") X(PROVIDER_EXECUTED, "providerExecuted")                     \
-    X(MEDIA_TYPE, "mediaType") X(IMAGE, "image")
+    X(MEDIA_TYPE, "mediaType") X(IMAGE, "image") X(CALL_ID_CAMEL, "callId")                  \
+    X(RAW_CONTENT, "rawContent")
 
 #define CK__KEY_ENUM(name, text) CK_KEY_##name,
 typedef enum ck_key { CK_KEY_LIST(CK__KEY_ENUM) CK_KEY_COUNT } ck_key;

@@ -1,9 +1,12 @@
-/* The OpenAI Responses dialect: the `input` items the Responses API takes (and the Agents SDK
- * and Codex send). Every item is one message of the history.
+/* The OpenAI Responses dialect: the `input` items the Responses API takes (and Codex and the
+ * Python Agents SDK send), and the items of the OpenAI Agents SDK for JS (`@openai/agents`),
+ * whose protocol differs in a few keys and types (read as their Responses counterparts, and
+ * written back in the SDK's own shape). Every item is one message of the history.
  *
  * Detection: an item whose "type" is one only Responses writes ("message", "reasoning",
- * "item_reference", any "..._call" or "..._call_output"), or a bare message whose content has
- * input_text / output_text / input_image / input_file / refusal items, is this dialect's own.
+ * "item_reference", any "..._call", "..._call_output" or the SDK's "..._call_result"), or a
+ * bare message whose content has input_text / output_text / input_image / input_file /
+ * refusal items, is this dialect's own.
  *
  * Reading item i (an object; its "type" a string when present):
  *   - {"type":"message","role":R,"content":C} and the bare {"role":R,"content":C} (no "type"):
@@ -11,33 +14,43 @@
  *     part (CK_MSG_STRING_CONTENT), a list a part per item: input_text / output_text TEXT
  *     (their "text" required), input_image IMAGE, anything else (input_file, refusal...) OTHER
  *     counted by its JSON; null or absent no part.
+ *   Wherever "call_id" is read, the SDK's "callId" is taken when "call_id" is absent; the
+ *     item keeps the key it has, and a stub answers its call with the call's key.
  *   - {"type":"function_call","call_id","name","arguments"}: role assistant, one TOOL_CALL,
  *     id = call_id, text = arguments (a string, or other JSON as its compact text).
  *   - {"type":"custom_tool_call","call_id","name","input"}: the same, text = input.
- *   - {"type":"function_call_output" | "custom_tool_call_output","call_id","output"}: role
- *     tool, one TOOL_RESULT, id = call_id, text = the output string, or the input_text items
- *     of a list joined by newlines (its images and files follow as CK_PART_ATTACHED parts).
+ *   - {"type":"function_call_output" | "custom_tool_call_output","call_id","output"} and the
+ *     SDK's {"type":"function_call_result","callId","name","status","output"}: role tool, one
+ *     TOOL_RESULT, id = call_id, name = "name" when present, text = the output string, or the
+ *     input_text items of a list joined by newlines (its input_image and input_file items
+ *     follow as CK_PART_ATTACHED parts), or the SDK's one structured output: a
+ *     {"type":"text","text"} object is the text, an image or file object alone is attached.
  *   - {"type":"reasoning","summary":[{"type":"summary_text","text"}...],...}: role assistant,
- *     one OTHER part whose text is the summary; always written back as the host's own value,
- *     encrypted_content and all.
- *   - any other type (web_search_call, computer_call, computer_call_output, item_reference,
- *     image_generation_call...): one OTHER part counted by the item's JSON, never edited;
- *     role tool for a "..._output" type (no cut falls just before it), other for
- *     item_reference, assistant else.
+ *     one OTHER part whose text is the summary, the SDK's "content" and its "rawContent"
+ *     (each a list of text items), joined by newlines; always written back as the host's own
+ *     value, encrypted_content (the SDK's providerData) and all.
+ *   - any other type (web_search_call, computer_call, computer_call_output, the SDK's
+ *     computer_call_result, item_reference, image_generation_call...): one OTHER part counted
+ *     by the item's JSON, never edited; role tool for a "..._output" or "..._call_result" type
+ *     (no cut falls just before it), other for item_reference, assistant else.
  *   An item right after a reasoning item, and a call right after another call, is
  *   CK_MSG_JOINED: no fold or cut ever separates a reasoning item from the call it led to, nor
  *   parallel calls from each other.
  *
  * Building an output item:
  *   - a call or output item whose part stays: the source item (a shallow copy when its text
- *     was replaced: "arguments" / "input" / "output" set, attached items kept beside an
- *     output's new text as {"type":"input_text"} plus the host's own items); its "id" stays.
+ *     was replaced: "arguments" / "input" / "output" set); its "id" stays. A replaced output
+ *     keeps its shape: a string stays a string; the SDK's {"type":"text"} object becomes a
+ *     copy of it with the new "text"; attached items stay beside the new text, which leads
+ *     the list as {"type":"input_text"}.
  *   - a message item: a shallow copy (id, status and every other key kept) whose content is
  *     rebuilt: the same string when it had one and its one part stays; else a list of the
  *     source's own items, replaced ones as copies with "text" replaced, new ones as
  *     {"type":"input_text"} (output_text for an assistant).
  *   - a new result (a stub for a call that has none): {"type":"function_call_output",
- *     "call_id":id,"output":text} (custom_tool_call_output for a custom call); anything else
+ *     "call_id":id,"output":text} (custom_tool_call_output for a custom call); for a call
+ *     with the SDK's "callId": {"type":"function_call_result","callId":id,"name":the call's,
+ *     "status":"completed","output":{"type":"text","text":text}}; anything else
  *     new, the checkpoint included: {"type":"message","role":R,"content":text}, R "user" for
  *     a tool or other role. New items carry no id; an item whose call repair removed becomes
  *     such a message (an "fc_" id cannot name a message).
@@ -50,26 +63,34 @@
 
 #include "./fmt.h"
 
-/* ck_part.host of the one part an item that is not a message reads into. */
+/* ck_part.host of the one part an item that is not a message reads into: RESPONSES_HOST_ITEM
+ * with the bits below. */
 #define RESPONSES_HOST_ITEM CK__HOST_CALL
-#define RESPONSES_HOST_CUSTOM (CK__HOST_CALL | 1u) /* a custom tool's call or output */
+#define RESPONSES_CUSTOM 1u   /* a custom tool's call or output */
+#define RESPONSES_SDK 2u      /* the Agents SDK's: "callId", or a function_call_result */
+#define RESPONSES_TEXT_OBJ 4u /* a result whose output is one {"type":"text"} object (the
+                                 part's host value is that object) */
 
 static int responses_type_is(const char *type, size_t len, const char *lit) {
     return len == strlen(lit) && memcmp(type, lit, len) == 0;
 }
 
+static int responses_ends_with(const char *type, size_t len, const char *lit) {
+    size_t n = strlen(lit);
+    return len > n && memcmp(type + len - n, lit, n) == 0;
+}
+
 /* True for an item type only Responses writes: a message item, reasoning, an item
- * reference, and every "..._call" and "..._call_output" (function, custom tool, web search,
- * computer, shell...). Other dialects type their messages too (LangChain's "human"). */
+ * reference, and every "..._call", "..._call_output" (function, custom tool, web search,
+ * computer, shell...) and the Agents SDK's "..._call_result". Other dialects type their
+ * messages too (LangChain's "human"). */
 static int responses_own_type(const char *type, size_t len) {
-    static const char *const ends[] = {"_call", "_call_output"};
+    static const char *const ends[] = {"_call", "_call_output", "_call_result"};
     if (responses_type_is(type, len, "message") || responses_type_is(type, len, "reasoning") ||
         responses_type_is(type, len, "item_reference"))
         return 1;
-    for (size_t j = 0; j < sizeof ends / sizeof *ends; j++) {
-        size_t n = strlen(ends[j]);
-        if (len > n && memcmp(type + len - n, ends[j], n) == 0) return 1;
-    }
+    for (size_t j = 0; j < sizeof ends / sizeof *ends; j++)
+        if (responses_ends_with(type, len, ends[j])) return 1;
     return 0;
 }
 
@@ -148,6 +169,83 @@ static int responses_after(ck__rd *rd, const char *lit) {
     return h->n_msgs && ck__rd_is(rd, h->msg_values[h->n_msgs - 1], CK_KEY_TYPE, lit);
 }
 
+/* The call id of a call or result item into p: "call_id", or the Agents SDK's "callId" (which
+ * p->host then records, so that what is written for the call uses the key it has). */
+static int responses_call_id(ck__rd *rd, ck_value msg, ck_part *p) {
+    ck_value v;
+    int got = ck__rd_field(rd, msg, CK_KEY_CALL_ID, &v);
+    if (got < 0) return got;
+    if (!got && (got = ck__rd_field(rd, msg, CK_KEY_CALL_ID_CAMEL, &v)) > 0) {
+        p->host |= RESPONSES_SDK;
+        return ck__rd_string(rd, v, &p->id, &p->id_len, ".callId");
+    }
+    if (got < 0) return got;
+    return ck__rd_need_string(rd, msg, CK_KEY_CALL_ID, &p->id, &p->id_len, ".call_id");
+}
+
+/* A result item's "output" into result part p, appended: a string, a list (its text items
+ * joined by newlines, the others following as attached parts), or the Agents SDK's one
+ * structured part: {"type":"text","text"} as the text, an image or file as attached. */
+static int responses_read_output(ck__rd *rd, ck_value msg, ck_part *p) {
+    ck_value output = {NULL, 0};
+    int rc, got = ck__rd_field(rd, msg, CK_KEY_OUTPUT, &output);
+    if (got < 0) return got;
+    if (!got) return ck__rd_fail(rd, CK_EMISSING, "required field is missing", ".output");
+    if (ck__rd_kind(rd, output) != CK_VALUE_OBJECT) {
+        if ((rc = ck__rd_joined_text(rd, output, &p->text, &p->text_len, ".output")) ||
+            (rc = ck__rd_part(rd, p, msg)))
+            return rc;
+        return ck__rd_attachments(rd, output, ".output");
+    }
+    if (ck__rd_is(rd, output, CK_KEY_TYPE, "text")) {
+        p->host |= RESPONSES_TEXT_OBJ;
+        rc = ck__rd_need_string(rd, output, CK_KEY_TEXT, &p->text, &p->text_len, ".output.text");
+        return rc ? rc : ck__rd_part(rd, p, output);
+    }
+    if ((rc = ck__rd_part(rd, p, msg))) return rc;
+    ck_part a;
+    memset(&a, 0, sizeof a);
+    a.kind = ck__rd_is(rd, output, CK_KEY_TYPE, "image") ? CK_PART_IMAGE : CK_PART_OTHER;
+    a.flags = CK_PART_ATTACHED;
+    return ck__rd_part(rd, &a, output);
+}
+
+/* The text of a reasoning item: its "summary", and the Agents SDK's "content" and
+ * "rawContent", each a string or a list of text items, joined by newlines. */
+static int responses_reasoning_text(ck__rd *rd, ck_value msg, ck_part *p) {
+    static const ck_key keys[] = {CK_KEY_SUMMARY, CK_KEY_CONTENT, CK_KEY_RAW_CONTENT};
+    static const char *const paths[] = {".summary", ".content", ".rawContent"};
+    const char *s[3];
+    size_t len[3], total = 0, found = 0;
+    for (size_t k = 0; k < 3; k++) {
+        ck_value v;
+        int rc, got = ck__rd_field(rd, msg, keys[k], &v);
+        s[k] = "";
+        len[k] = 0;
+        if (got < 0) return got;
+        if (got && (rc = ck__rd_joined_text(rd, v, &s[k], &len[k], paths[k]))) return rc;
+        if (!len[k]) continue;
+        total += len[k] + (found++ ? 1 : 0);
+        p->text = s[k];
+        p->text_len = len[k];
+    }
+    if (found < 2) return CK_OK;
+    if (total > CK_MAX_STRING) return ck__rd_fail(rd, CK_ETOOBIG, CK__MSG_TOO_BIG, NULL);
+    char *buf = ck_history_alloc(rd->h, total + 1);
+    if (!buf) return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
+    size_t at = 0;
+    for (size_t k = 0; k < 3; k++) {
+        if (!len[k]) continue;
+        if (at) buf[at++] = '\n';
+        memcpy(buf + at, s[k], len[k]);
+        at += len[k];
+    }
+    buf[at] = '\0';
+    p->text = buf;
+    p->text_len = at;
+    return CK_OK;
+}
+
 static int responses_read(ck__rd *rd, ck_value msg) {
     if (ck__rd_kind(rd, msg) != CK_VALUE_OBJECT)
         return ck__rd_fail(rd, CK_ETYPE, "expected an object", NULL);
@@ -165,16 +263,18 @@ static int responses_read(ck__rd *rd, ck_value msg) {
     int custom_call = responses_type_is(type, tl, "custom_tool_call");
     int fn_out = responses_type_is(type, tl, "function_call_output");
     int custom_out = responses_type_is(type, tl, "custom_tool_call_output");
+    int sdk_out = responses_type_is(type, tl, "function_call_result");
     ck_part p;
     memset(&p, 0, sizeof p);
-    p.host = custom_call || custom_out ? RESPONSES_HOST_CUSTOM : RESPONSES_HOST_ITEM;
+    p.host = RESPONSES_HOST_ITEM | (custom_call || custom_out ? RESPONSES_CUSTOM : 0u) |
+             (sdk_out ? RESPONSES_SDK : 0u);
     if (fn_call || custom_call) {
         if (responses_after(rd, "function_call") || responses_after(rd, "custom_tool_call"))
             joined = CK_MSG_JOINED;
         if ((rc = ck__rd_message(rd, msg, CK_ROLE_ASSISTANT, joined))) return rc;
         p.kind = CK_PART_TOOL_CALL;
         ck_value args;
-        if ((rc = ck__rd_need_string(rd, msg, CK_KEY_CALL_ID, &p.id, &p.id_len, ".call_id")) ||
+        if ((rc = responses_call_id(rd, msg, &p)) ||
             (rc = ck__rd_need_string(rd, msg, CK_KEY_NAME, &p.name, &p.name_len, ".name")))
             return rc;
         ck_key key = fn_call ? CK_KEY_ARGUMENTS : CK_KEY_INPUT;
@@ -184,31 +284,24 @@ static int responses_read(ck__rd *rd, ck_value msg) {
             return rc;
         return ck__rd_part(rd, &p, msg);
     }
-    if (fn_out || custom_out) {
+    if (fn_out || custom_out || sdk_out) {
         if ((rc = ck__rd_message(rd, msg, CK_ROLE_TOOL, joined))) return rc;
         p.kind = CK_PART_TOOL_RESULT;
-        ck_value output = {NULL, 0};
-        if ((rc = ck__rd_need_string(rd, msg, CK_KEY_CALL_ID, &p.id, &p.id_len, ".call_id")))
+        if ((rc = responses_call_id(rd, msg, &p)) ||
+            (rc = ck__rd_opt_string(rd, msg, CK_KEY_NAME, &p.name, &p.name_len, ".name")))
             return rc;
-        if ((got = ck__rd_field(rd, msg, CK_KEY_OUTPUT, &output)) < 0) return got;
-        if (!got) return ck__rd_fail(rd, CK_EMISSING, "required field is missing", ".output");
-        if ((rc = ck__rd_joined_text(rd, output, &p.text, &p.text_len, ".output")) ||
-            (rc = ck__rd_part(rd, &p, msg)))
-            return rc;
-        return ck__rd_attachments(rd, output, ".output");
+        return responses_read_output(rd, msg, &p);
     }
     /* Reasoning and every other item: kept whole, counted for what it says. */
-    size_t out_len = sizeof "_output" - 1;
     ck_role role = CK_ROLE_ASSISTANT;
-    if (tl > out_len && memcmp(type + tl - out_len, "_output", out_len) == 0) role = CK_ROLE_TOOL;
-    else if (responses_type_is(type, tl, "item_reference")) role = CK_ROLE_OTHER;
+    if (responses_ends_with(type, tl, "_output") || responses_ends_with(type, tl, "_call_result"))
+        role = CK_ROLE_TOOL;
+    else if (responses_type_is(type, tl, "item_reference"))
+        role = CK_ROLE_OTHER;
     if ((rc = ck__rd_message(rd, msg, role, joined))) return rc;
     p.kind = CK_PART_OTHER;
     if (responses_type_is(type, tl, "reasoning")) {
-        ck_value summary;
-        if ((got = ck__rd_field(rd, msg, CK_KEY_SUMMARY, &summary)) < 0) return got;
-        if (got && (rc = ck__rd_joined_text(rd, summary, &p.text, &p.text_len, ".summary")))
-            return rc;
+        if ((rc = responses_reasoning_text(rd, msg, &p))) return rc;
     } else if ((rc = ck__rd_text_or_json(rd, msg, &p.text, &p.text_len, ""))) {
         return rc;
     }
@@ -217,16 +310,28 @@ static int responses_read(ck__rd *rd, ck_value msg) {
 
 /* ---- building ---- */
 
-/* True when the custom tool's call with this id is in the history (its stub answers in kind). */
-static int responses_custom_call(const ck__wr *w, const char *id, size_t len) {
+/* The call part with this id in the history (its stub answers in kind), or NULL. */
+static const ck_part *responses_call_of(const ck__wr *w, const char *id, size_t len) {
     const ck_history *h = w->h;
     for (size_t g = 0; g < h->n_parts; g++) {
         const ck_part *p = &h->parts[g];
-        if (p->kind == CK_PART_TOOL_CALL && p->host == RESPONSES_HOST_CUSTOM &&
-            p->id_len == len && memcmp(p->id, id, len) == 0)
-            return 1;
+        if (p->kind == CK_PART_TOOL_CALL && p->id_len == len && memcmp(p->id, id, len) == 0)
+            return p;
     }
-    return 0;
+    return NULL;
+}
+
+/* The output of a result whose text was replaced, in the shape the source had: the SDK's one
+ * {"type":"text"} part as a copy with the new text; else the text alone, or with attached
+ * items as a list that leads with an input_text item (the SDK's lists hold input_* items
+ * too). */
+static int responses_output(ck__wr *w, const ck_out_part *op, ck_value *out) {
+    const ck_part *p = &op->part;
+    if (p->host & RESPONSES_TEXT_OBJ)
+        return ck__wr_replaced_item(w, ck__wr_part_value(w, op->src_msg, op->src_part),
+                                    CK_KEY_TEXT, "text", p->text, p->text_len, out);
+    return ck__wr_result_content_as(w, op->src_msg, op->src_part, "input_text", p->text,
+                                    p->text_len, out);
 }
 
 /* A call or output item whose one part `op` stays: the source, with its text replaced. */
@@ -238,10 +343,9 @@ static int responses_item(ck__wr *w, const ck_out_part *op, ck_value *out) {
     int rc;
     ck_key key = CK_KEY_OUTPUT;
     if (op->part.kind == CK_PART_TOOL_RESULT) {
-        rc = ck__wr_result_content_as(w, op->src_msg, op->src_part, "input_text", op->part.text,
-                                      op->part.text_len, &text);
+        rc = responses_output(w, op, &text);
     } else {
-        key = op->part.host == RESPONSES_HOST_CUSTOM ? CK_KEY_INPUT : CK_KEY_ARGUMENTS;
+        key = op->part.host & RESPONSES_CUSTOM ? CK_KEY_INPUT : CK_KEY_ARGUMENTS;
         rc = ck__wr_string(w, op->part.text, op->part.text_len, &text);
     }
     if (rc) return rc;
@@ -265,6 +369,31 @@ static int responses_content(ck__wr *w, const ck_out_msg *m, const ck_out_part *
                                m->role == CK_ROLE_ASSISTANT ? "output_text" : "input_text", out);
 }
 
+/* Fills `out`, a new object, as the result item `p` (a stub) of its call: in the Agents SDK's
+ * shape when the call has "callId", custom_tool_call_output for a custom call, else
+ * function_call_output. */
+static int responses_stub(ck__wr *w, const ck_part *p, ck_value out) {
+    const ck_part *call = responses_call_of(w, p->id, p->id_len);
+    unsigned host = call ? call->host : 0u;
+    if (!(host & RESPONSES_SDK)) {
+        const char *type =
+            host & RESPONSES_CUSTOM ? "custom_tool_call_output" : "function_call_output";
+        int rc = ck__wr_set_string(w, out, CK_KEY_TYPE, type, strlen(type));
+        if (!rc) rc = ck__wr_set_string(w, out, CK_KEY_CALL_ID, p->id, p->id_len);
+        if (!rc) rc = ck__wr_set_string(w, out, CK_KEY_OUTPUT, p->text, p->text_len);
+        return rc;
+    }
+    ck_value output;
+    int rc = ck__wr_set_string(w, out, CK_KEY_TYPE, "function_call_result", 20);
+    if (!rc) rc = ck__wr_set_string(w, out, CK_KEY_CALL_ID_CAMEL, p->id, p->id_len);
+    if (!rc) rc = ck__wr_set_string(w, out, CK_KEY_NAME, call->name, call->name_len);
+    if (!rc) rc = ck__wr_set_string(w, out, CK_KEY_STATUS, "completed", 9);
+    if (!rc) rc = ck__wr_replaced_item(w, (ck_value){NULL, 0}, CK_KEY_TEXT, "text", p->text,
+                                       p->text_len, &output);
+    if (!rc) rc = ck__wr_set(w, out, CK_KEY_OUTPUT, output);
+    return rc;
+}
+
 /* A new item: a result for `p`, or a message of the texts of m. */
 static int responses_new_item(ck__wr *w, const ck_out_msg *m, const ck_out_part *only,
                               size_t visible, ck_value *out) {
@@ -272,12 +401,7 @@ static int responses_new_item(ck__wr *w, const ck_out_msg *m, const ck_out_part 
     int rc = b->message ? b->message(b->ctx, (ck_value){NULL, 0}, NULL, out) : b->object(b->ctx, out);
     if (rc) return rc;
     if (visible == 1 && only->part.kind == CK_PART_TOOL_RESULT) {
-        const ck_part *p = &only->part;
-        const char *type = responses_custom_call(w, p->id, p->id_len) ? "custom_tool_call_output"
-                                                                       : "function_call_output";
-        rc = ck__wr_set_string(w, *out, CK_KEY_TYPE, type, strlen(type));
-        if (!rc) rc = ck__wr_set_string(w, *out, CK_KEY_CALL_ID, p->id, p->id_len);
-        if (!rc) rc = ck__wr_set_string(w, *out, CK_KEY_OUTPUT, p->text, p->text_len);
+        rc = responses_stub(w, &only->part, *out);
     } else {
         const char *role = m->role == CK_ROLE_TOOL || m->role == CK_ROLE_OTHER
                                ? "user"

@@ -1,91 +1,14 @@
 'use strict';
 // ctxkeel/openai-agents: callModelInputFilter(compactor, options) for the OpenAI Agents SDK's
 // `run(agent, input, { callModelInputFilter })` (or the Runner's config). Before every model
-// call the SDK's input items are compacted in the core's 'responses' dialect and the model is
-// given the view; the run keeps the full history. The SDK's items are its own protocol
-// (camelCase callId, function_call_result with a structured output, reasoning with
-// `content`), so each is shown to the core as the Responses item it stands for and the view
-// is turned back: unchanged items are the SDK's own objects, a compacted result is a copy of
-// the SDK's item with a new output, a stub or a checkpoint a new SDK item. Reasoning items stay
-// with the call they led to and items keep their ids. The instructions count against the
-// window (as a system message in front) and are returned as they were. Needs no package of
-// the SDK.
+// call the SDK's input items are compacted in the core's 'responses' dialect, which reads and
+// writes the SDK's own items (callId, function_call_result, reasoning content), and the model
+// is given the view; the run keeps the full history. Unchanged items are the SDK's own
+// objects, a compacted result a copy of the SDK's item with a new output, a stub or a
+// checkpoint a new SDK item. The instructions count against the window (as a system message
+// in front) and are returned as they were. Needs no package of the SDK.
 
 const { checkCompactor, checkOptions, callOptions } = require('./common.js');
-
-/** An SDK function_call_result's output as a Responses output: its text, or a list of
- * input_text items with the SDK's other parts (images, files) as they are. */
-function outputOf(output) {
-  if (typeof output === 'string') return output;
-  const parts = Array.isArray(output) ? output : [output];
-  if (parts.length === 1 && parts[0]?.type === 'text') return parts[0].text;
-  return parts.map((p) => (p?.type === 'text' ? { type: 'input_text', text: p.text } : p));
-}
-
-/** The way back: a Responses output list's input_text items as the SDK's text parts. */
-function sdkOutput(output) {
-  if (!Array.isArray(output)) return output;
-  return output.map((p) => (p?.type === 'input_text' ? { type: 'text', text: p.text } : p));
-}
-
-// The SDK's results of other calls, by the Responses type the core reads (..._output: no cut
-// falls between them and their call).
-const RESULT_TYPES = { computer_call_result: 'computer_call_output' };
-
-/** The Responses item an SDK item stands for (the item itself where the two agree). */
-function responsesItem(item) {
-  if (item === null || typeof item !== 'object') return item;
-  switch (item.type) {
-    case 'function_call': {
-      const out = { type: 'function_call', call_id: item.callId, name: item.name,
-        arguments: item.arguments };
-      if (item.id !== undefined) out.id = item.id;
-      return out;
-    }
-    case 'function_call_result':
-      return { type: 'function_call_output', call_id: item.callId, output: outputOf(item.output) };
-    case 'reasoning': {
-      const texts = [...(item.content ?? []), ...(item.rawContent ?? [])];
-      const out = { type: 'reasoning',
-        summary: texts.map((c) => ({ type: 'summary_text', text: String(c?.text ?? '') })) };
-      if (item.id !== undefined) out.id = item.id;
-      return out;
-    }
-    default:
-      return RESULT_TYPES[item.type] ? { ...item, type: RESULT_TYPES[item.type] } : item;
-  }
-}
-
-/** The SDK items of one call as Responses items, and the view turned back into SDK items. */
-class Converted {
-  constructor(items) {
-    this.items = items.map(responsesItem);
-    this.origin = new Map(this.items.map((d, i) => [d, items[i]]));
-    this.byCallId = new Map(); // call id -> {call, result}: the SDK's own items
-    for (const item of items) {
-      if (item?.type === 'function_call' || item?.type === 'function_call_result') {
-        const entry = this.byCallId.get(item.callId) ?? {};
-        entry[item.type === 'function_call' ? 'call' : 'result'] = item;
-        this.byCallId.set(item.callId, entry);
-      }
-    }
-    this.original = (d) => this.origin.get(d) ?? null;
-  }
-
-  back(d) {
-    const own = this.origin.get(d);
-    if (own !== undefined) return own;
-    const entry = this.byCallId.get(d?.call_id) ?? {};
-    if (d?.type === 'function_call_output') {
-      // A result the core rewrote (an offloaded output), or a stub for a call left without one.
-      const base = entry.result ?? { type: 'function_call_result', callId: d.call_id,
-        name: entry.call?.name ?? '', status: 'completed' };
-      return { ...base, output: sdkOutput(d.output) };
-    }
-    if (d?.type === 'function_call' && entry.call) return { ...entry.call, arguments: d.arguments };
-    return d; // a message item (the checkpoint, an edited copy) is the SDK's own shape
-  }
-}
 
 /**
  * A callModelInputFilter: ({ modelData: { input, instructions } }) => Promise<ModelInputData>.
@@ -101,14 +24,13 @@ function callModelInputFilter(compactor, options) {
     if (!Array.isArray(input)) {
       throw new TypeError('ctxkeel: callModelInputFilter was not given modelData.input as an array');
     }
-    const converted = new Converted(input);
-    const items = converted.items;
+    let items = input;
     let system = null;
     if (typeof instructions === 'string' && instructions !== '') {
       system = { type: 'message', role: 'system', content: instructions };
-      items.unshift(system);
+      items = [system, ...input];
     }
-    const result = await compactor.compact(items, callOptions(perCall, {}, converted.original));
+    const result = await compactor.compact(items, callOptions(perCall, {}));
     filter.lastResult = result;
     let view = result.messages;
     let kept = instructions;
@@ -117,7 +39,7 @@ function callModelInputFilter(compactor, options) {
       if (view[0] !== system && typeof view[0].content === 'string') kept = view[0].content;
       view = view.slice(1);
     }
-    const out = { input: view.map((d) => converted.back(d)) };
+    const out = { input: view };
     if (kept !== undefined) out.instructions = kept;
     return out;
   }
@@ -126,4 +48,4 @@ function callModelInputFilter(compactor, options) {
   return filter;
 }
 
-module.exports = { callModelInputFilter, Converted };
+module.exports = { callModelInputFilter };

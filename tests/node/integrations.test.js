@@ -399,6 +399,15 @@ function agentsModel(received) {
   };
 }
 
+/** Every item passes the Agents SDK's own schema of a model input item. */
+function checkSdkItems(items) {
+  const { protocol } = require('@openai/agents-core');
+  for (const [k, item] of items.entries()) {
+    const parsed = protocol.ModelItem.safeParse(item);
+    assert.ok(parsed.success, `input[${k}] is not an SDK item: ${JSON.stringify(item).slice(0, 300)}`);
+  }
+}
+
 const responsesText = (d) => (typeof d.content === 'string' ? d.content
   : Array.isArray(d.content) ? d.content.map((p) => p.text ?? '').join('') : undefined);
 
@@ -426,13 +435,15 @@ test('openai-agents: callModelInputFilter in run()\'s loop', async () => {
   const records = [];
   const summarize = summaries();
   const { result, received, filter } = await runAgents(records, summarize);
-  const { Converted } = agentsAdapter();
-  const asResponses = (items) => items.map((item) => new Converted([item]).items[0]);
   let compacted = 0;
   for (const [j, { instructions, input }] of received.entries()) {
     assert.equal(instructions, SYSTEM);
-    const view = [{ type: 'message', role: 'system', content: SYSTEM }, ...asResponses(input)];
+    // The core reads the SDK's own items: the model input is checked as it was sent.
+    const view = [{ type: 'message', role: 'system', content: SYSTEM }, ...input];
     checkView(view, 'responses', responsesText);
+    // Only the SDK's own item protocol: no Responses API result, no snake_case call id.
+    assert.ok(input.every((i) => i.type !== 'function_call_output' && i.call_id === undefined));
+    checkSdkItems(input);
     // A reasoning item stays right before the call it led to, ids and all.
     input.forEach((item, k) => {
       if (item.type !== 'reasoning') return;
@@ -473,6 +484,7 @@ test('openai-agents: the filter on its own, as the SDK calls it', async () => {
   assert.equal(filter.preserveInputIdentity, true);
   const out = await filter({ modelData: { input: [...items] }, agent: null, context: undefined });
   assert.equal(JSON.stringify(items), before, 'the SDK\'s items were changed');
+  checkSdkItems(out.input);
   assert.equal(out.instructions, undefined);
   assert.notEqual(filter.lastResult.tier, 'none');
   assert.equal(out.input[0], items[0]);
@@ -483,6 +495,34 @@ test('openai-agents: the filter on its own, as the SDK calls it', async () => {
   assert.ok(rewritten.length > 0 && rewritten.every((i) => i.type === 'function_call_result' &&
     i.name === 'readLog' && i.status === 'completed' && /read_evidence|offloaded|evidence/i
       .test(typeof i.output === 'string' ? i.output : JSON.stringify(i.output))));
+});
+
+test('openai-agents: a stub and an image result come back as SDK items', async () => {
+  const { callModelInputFilter } = agentsAdapter();
+  const image = { type: 'input_image', image: 'data:image/png;base64,iVBORw0KGgo=' };
+  const items = [{ role: 'user', content: TASK },
+    { type: 'function_call', callId: 'c1', name: 'screenshot', arguments: '{}', status: 'completed' },
+    { type: 'function_call_result', callId: 'c1', name: 'screenshot', status: 'completed',
+      output: [{ type: 'input_text', text: logText(BIG_STEP) }, image] },
+    { type: 'function_call', callId: 'c2', name: 'readLog', arguments: '{"step":2}', status: 'completed' }];
+  const filter = callModelInputFilter(compactorFor([]));
+  const out = await filter({ modelData: { input: items, instructions: SYSTEM } });
+  checkSdkItems(out.input);
+  assert.equal(out.instructions, SYSTEM);
+  assert.deepEqual(ctxkeel.checkPairs([{ role: 'system', content: SYSTEM }, ...out.input],
+    { format: 'responses' }), []);
+  const shot = out.input.find((i) => i.callId === 'c1' && i.type === 'function_call_result');
+  assert.notEqual(shot, items[2], 'the long result was not offloaded');
+  assert.equal(shot.output.length, 2);
+  assert.equal(shot.output[0].type, 'input_text');
+  assert.match(shot.output[0].text, /offloaded/);
+  assert.equal(shot.output[1], image, 'the SDK\'s own image item is not kept beside the text');
+  const stub = out.input.find((i) => i.callId === 'c2' && i.type === 'function_call_result');
+  assert.deepEqual(Object.keys(stub).sort(), ['callId', 'name', 'output', 'status', 'type']);
+  assert.equal(stub.name, 'readLog');
+  assert.equal(stub.status, 'completed');
+  assert.equal(stub.output.type, 'text');
+  assert.equal(typeof stub.output.text, 'string');
 });
 
 test('adapters check what they are given', () => {
