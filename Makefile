@@ -314,6 +314,8 @@ bench: $(BUILD)/libctxkeel.a venv node-deps
 	test -z "$(BENCH_10K)" || node bench/bench.js loop $(BENCH_10K) $(BENCH_STORE) \
 	  > $(BENCH_DIR)/loop.jsonl
 	rm -rf $(BENCH_STORE)
+	$(VENV)/bin/python bench/stall.py $(BENCH_STORE) $(BENCH_DIR)/stall.jsonl
+	rm -rf $(BENCH_STORE)
 	$(CC) -std=c11 -O2 $(DEFS) $(WARN) -Icsrc/include bench/rhythm.c $(BUILD)/libctxkeel.a \
 	  $(PKG_LIBS) -lm -o $(BENCH_DIR)/rhythm
 	rm -rf $(BENCH_STORE)
