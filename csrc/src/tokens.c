@@ -17,6 +17,7 @@
  * a little above its count (see ck__bpe_count()). Every function here is thread-safe. What
  * counts toward a message (content, ids, names, arguments, images, the per-message and
  * per-request overheads) is decided here too. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "./bpe.h"
@@ -451,11 +452,39 @@ HOT_INLINE uint64_t table_count(const profile *pf, const uint8_t *p, size_t len,
     }
 }
 
+/* The counts of short pieces met lately, per encoding and per process: a direct-mapped table
+ * small enough to stay in the first-level cache, in front of the table of frequent pieces and
+ * of bpe.c's cache, both of which lie further out. A piece of two to seven bytes is held
+ * inline, whole: its bytes in bits 0-55, its length in 56-58 and its count (never more than
+ * its length) in 59-61, so that a slot is one word, read and written atomically, and a hit is
+ * exact whatever the hash; 0 is an empty slot. The slot comes from the hash the frequent
+ * table is probed by, which only decides what evicts what. */
+#define SMALL_BITS 11
+#define SMALL_MAX 7
+static _Atomic uint64_t o200k_small[1u << SMALL_BITS], cl100k_small[1u << SMALL_BITS];
+
+/* The exact count of the piece p[0..len) (2 <= len <= CK_TT_MAX_PIECE, `room` bytes readable)
+ * from the caches in turn, counting it by BPE (bpe.c) if none has it. */
+HOT_INLINE uint64_t short_count(const profile *pf, const ck__bpe *b, _Atomic uint64_t *small,
+                                const uint8_t *p, size_t len, size_t room, int estimate) {
+    uint64_t first, h = piece_hash(p, len, room, &first);
+    _Atomic uint64_t *slot = &small[h >> (64 - SMALL_BITS)];
+    uint64_t key = first | (uint64_t)len << 56;
+    if (len <= SMALL_MAX) {
+        uint64_t seen = atomic_load_explicit(slot, memory_order_relaxed);
+        if ((seen & ~(UINT64_C(7) << 59)) == key) return seen >> 59;
+    }
+    uint64_t c = table_count(pf, p, len, room, (uint32_t)(h >> 32) & pf->mask, first);
+    if (!c) c = ck__bpe_count(b, p, len, room, estimate);
+    if (len <= SMALL_MAX) atomic_store_explicit(slot, key | c << 59, memory_order_relaxed);
+    return c;
+}
+
 /* The tokens of a text: the sum of the exact counts of its pieces (bpe.c), or of estimates
  * for giant ones when `estimate` is set. One byte is one token, and so are one to three digits
  * in both encodings (a test checks all 1,110). */
-HOT_INLINE uint64_t count_with(const profile *pf, const ck__bpe *b, const uint8_t *s,
-                               size_t len, int o200k, int estimate) {
+HOT_INLINE uint64_t count_with(const profile *pf, const ck__bpe *b, _Atomic uint64_t *small,
+                               const uint8_t *s, size_t len, int o200k, int estimate) {
     uint64_t tokens = 0;
     for (size_t i = 0, e; i < len; i = e) {
         int kind = PK_ANY;
@@ -464,16 +493,9 @@ HOT_INLINE uint64_t count_with(const profile *pf, const ck__bpe *b, const uint8_
             tokens++;
             continue;
         }
-        if (e - i <= CK_TT_MAX_PIECE) { /* the frequent pieces first: a small, hot table */
-            uint64_t first, h = piece_hash(s + i, e - i, len - i, &first);
-            uint64_t c = table_count(pf, s + i, e - i, len - i, (uint32_t)(h >> 32) & pf->mask,
-                                     first);
-            if (c) {
-                tokens += c;
-                continue;
-            }
-        }
-        tokens += ck__bpe_count(b, s + i, e - i, len - i, estimate);
+        tokens += e - i <= CK_TT_MAX_PIECE
+                      ? short_count(pf, b, small, s + i, e - i, len - i, estimate)
+                      : ck__bpe_count(b, s + i, e - i, len - i, estimate);
     }
     return tokens;
 }
@@ -488,9 +510,10 @@ size_t ck__token_piece_end(const char *s, size_t len, size_t i, int o200k) {
 static uint64_t text_tokens(ck_estimator est, const char *data, size_t len) {
     const uint8_t *s = (const uint8_t *)data;
     switch (est) {
-        case CK_EST_O200K: return count_with(&O200K, ck__bpe_get(1), s, len, 1, 0);
-        case CK_EST_CL100K: return count_with(&CL100K, ck__bpe_get(0), s, len, 0, 0);
-        default: return count_with(&O200K, ck__bpe_get(1), s, len, 1, 1);
+        case CK_EST_O200K: return count_with(&O200K, ck__bpe_get(1), o200k_small, s, len, 1, 0);
+        case CK_EST_CL100K:
+            return count_with(&CL100K, ck__bpe_get(0), cl100k_small, s, len, 0, 0);
+        default: return count_with(&O200K, ck__bpe_get(1), o200k_small, s, len, 1, 1);
     }
 }
 
