@@ -256,12 +256,19 @@ def test_unserializable_tool_schema():
     assert info.value.code == "CK_ETYPE" and info.value.where == "tools"
 
 
-@pytest.mark.parametrize("bad", [None, 3, 2.5, b"bytes", ("a",), {"a"}, object()])
+@pytest.mark.parametrize("bad", [None, 3, 2.5, b"bytes", {"a"}, object()])
 def test_other_types_are_type_errors(bad):
     with pytest.raises(TypeError) as info:
         ctxkeel.estimate_tokens(bad)
     assert "argument 'x'" in str(info.value)
     assert str(info.value).startswith("ctxkeel: ")
+
+
+def test_a_tuple_is_read_as_a_list():
+    # Its items are messages (or tool schemas), so a string among them is named by index.
+    with pytest.raises(ctxkeel.InputError) as info:
+        ctxkeel.estimate_tokens(("a",))
+    assert info.value.where.startswith("messages[0]")
 
 
 def test_estimator_argument_checked():
