@@ -544,6 +544,11 @@ static size_t compaction_first_offloadable(const ck_compaction *c, size_t from, 
     return to;
 }
 
+/* Whether the compactor weighs changes against prompt_cache prices. */
+static int compaction_priced(const ck_compaction *c) {
+    return c->owner->opt.cache_read != 0 && c->owner->opt.cache_write != 0;
+}
+
 /* Whether changing the view now, from `now` tokens to `after` with its first `kept` unchanged,
  * pays under the prompt_cache prices (r for a cached read, w for a write, per token of
  * uncached input). Left unchanged, the view is read from the cache on each of the next H calls,
@@ -551,11 +556,10 @@ static size_t compaction_first_offloadable(const ck_compaction *c, size_t from, 
  * changed, the `now - after` tokens it drops are not read on any of them, and the `after - kept`
  * that follow the change are written to the cache once instead of read:
  *     saves = H * r * (now - after),  invalidates = (w - r) * (after - kept).
- * It pays when saves > invalidates. Without prices it always pays. The estimate is kept for
- * the record. */
+ * It pays when saves > invalidates. Asked only under prices (compaction_priced); the estimate
+ * is kept for the record. */
 static int compaction_pays(ck_compaction *c, uint64_t now, uint64_t after, uint64_t kept) {
     const ck_compactor_options *o = &c->owner->opt;
-    if (o->cache_read == 0 || o->cache_write == 0) return 1;
     if (after > now) after = now;
     if (kept > after) kept = after;
     uint64_t h = 1;
@@ -1274,7 +1278,7 @@ static int compaction_begin(ck_compactor *self, const ck_history *history, uint6
     /* Under prompt_cache prices a soft fold waits while the reads it would save before the
      * view reaches full cost less than the cache it would invalidate (the fold brings the view
      * to the target and keeps the pinned head); full and emergency never wait. */
-    int deferred = c->tier == CK_TIER_SOFT &&
+    int deferred = c->tier == CK_TIER_SOFT && compaction_priced(c) &&
                    !compaction_pays(c, c->tokens_before,
                                     c->lim.target < c->tokens_before ? c->lim.target
                                                                      : c->tokens_before,
@@ -1292,9 +1296,10 @@ static int compaction_begin(ck_compactor *self, const ck_history *history, uint6
     } else if (c->tier >= CK_TIER_WARN) {
         uint64_t gain = compaction_offload_gain(c, c->base, c->tail);
         if (gain >= self->opt.min_gain &&
-            compaction_pays(c, c->tokens_before, ck__tok_sub(c->tokens_before, gain),
-                            compaction_prefix_before(
-                                c, compaction_first_offloadable(c, c->base, c->tail), 0)))
+            (!compaction_priced(c) ||
+             compaction_pays(c, c->tokens_before, ck__tok_sub(c->tokens_before, gain),
+                             compaction_prefix_before(
+                                 c, compaction_first_offloadable(c, c->base, c->tail), 0))))
             rc = compaction_offload_range(c, c->base, c->tail);
     }
     if (!rc && deferred) {
