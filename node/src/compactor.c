@@ -477,6 +477,14 @@ static int get_boolean(napi_env env, napi_value value, const char *what, bool *o
     return 0;
 }
 
+/* A boolean option; absent or null leaves *out as it is. */
+static int boolean_option(option_reader *r, const char *key, bool *out) {
+    napi_value value;
+    napi_valuetype type;
+    if (read_option(r, key, &value, &type)) return -1;
+    return type == napi_undefined ? 0 : get_boolean(r->env, value, r->name, out);
+}
+
 /* The own enumerable string keys of an object, in property order. */
 static int own_keys(napi_env env, napi_value obj, napi_value *keys, uint32_t *n) {
     NODE_API_CALL_BASE(env,
@@ -720,18 +728,12 @@ static int read_options(napi_env env, napi_value obj, ck_compactor_options *o, o
     o->keep_tail = (uint32_t)keep_tail;
     if (estimator_option(&r, st, o) || format_option(&r, "format", &format)) return -1;
     o->format = format;
-    if (read_option(&r, "pinFirstUser", &value, &type)) return -1;
-    if (type != napi_undefined) {
-        bool pin = true;
-        if (get_boolean(env, value, r.name, &pin)) return -1;
-        if (!pin) o->flags |= CK_OPT_NO_PIN_FIRST_USER;
-    }
-    if (read_option(&r, "cacheBreakpoints", &value, &type)) return -1;
-    if (type != napi_undefined) {
-        bool marks = false;
-        if (get_boolean(env, value, r.name, &marks)) return -1;
-        if (marks) o->flags |= CK_OPT_CACHE_BREAKPOINTS;
-    }
+    bool pin = true, marks = false;
+    if (boolean_option(&r, "pinFirstUser", &pin) ||
+        boolean_option(&r, "cacheBreakpoints", &marks))
+        return -1;
+    if (!pin) o->flags |= CK_OPT_NO_PIN_FIRST_USER;
+    if (marks) o->flags |= CK_OPT_CACHE_BREAKPOINTS;
     if (read_option(&r, "promptCache", &value, &type) ||
         ckjs_prompt_cache_arg(env, value, r.name, &o->cache_read, &o->cache_write))
         return -1;
