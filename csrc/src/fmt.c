@@ -444,6 +444,21 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
                                     "messages[%zu] (not %s, as messages[%zu] is)", j,
                                     best->name, i);
                 }
+                /* Those read in this call are read again in the dialect now known, so what
+                 * only it sees in a shared message (an Anthropic block's cache_control) is
+                 * seen there too. */
+                if (best->format != h->dialect && from < i) {
+                    ck_history_truncate(h, from);
+                    for (size_t j = from; j < i; j++) {
+                        ck_value again;
+                        rd.index = j;
+                        if ((rc = ck__rd_item(&rd, list, j, &again)) ||
+                            (rc = best->read(&rd, again))) {
+                            ck_history_truncate(h, j);
+                            return rc;
+                        }
+                    }
+                }
                 rd.index = i;
                 h->dialect = best->format;
                 h->dialect_decided = 1;
@@ -850,7 +865,9 @@ int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
             if (op->part.flags & CK_PART_ATTACHED) continue;
             ck_value item;
             rc = block(w, op, &item);
+            /* A block with the caller's own marker keeps it as it is (a ttl included). */
             if (!rc && op == only && (m->flags & CK_MSG_CACHE_BREAKPOINT) &&
+                !(op->part.flags & CK_PART_CACHE_MARK) &&
                 (rc = wr_cache_mark(w, op, &item)) && item.ptr)
                 ck__wr_drop(w, item);
             if (!rc) rc = ck__wr_push(w, content, item);

@@ -230,6 +230,23 @@ static size_t occurrences(const char *hay, const char *needle) {
     return n;
 }
 
+/* Compacts h at soft on a new compactor with cache breakpoints (its window puts h at 75%),
+ * and writes the view as Anthropic JSON, checked to pair. The caller frees all three. */
+static char *marked_soft_view(ck_history *h, const char *session, ck_compactor **k,
+                              ck_compaction **c) {
+    ck_error err;
+    uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
+    *k = cache_compactor((uint64_t)((double)total / 0.75), session, 0, 0,
+                         CK_OPT_CACHE_BREAKPOINTS, 0);
+    *c = NULL;
+    INT_EQ(ck_compactor_compact(*k, h, 0, good_summary, NULL, c, &err), CK_OK);
+    INT_EQ(ck_compaction_tier(*c), CK_TIER_SOFT);
+    char *out = ck_json_write(h, ck_compaction_view(*c), CK_FORMAT_ANTHROPIC, 0, &err);
+    OK(out != NULL);
+    INT_EQ(count_issues(out, CK_FORMAT_ANTHROPIC, -1), 0);
+    return out;
+}
+
 /* cache_breakpoints: the task and the checkpoint carry a marker each, the caller's own
  * markers count against the provider's four, the caller's messages stay as they were, and
  * the view still pairs. */
@@ -243,14 +260,9 @@ TEST(cache_breakpoints_mark_the_stable_head) {
         uint64_t total = ck_estimate_history(h, CK_EST_CHARS4);
         char session[32];
         snprintf(session, sizeof session, "marks-%d", own);
-        ck_compactor *k = cache_compactor((uint64_t)((double)total / 0.75), session, 0, 0,
-                                          CK_OPT_CACHE_BREAKPOINTS, 0);
-        ck_compaction *c = NULL;
-        INT_EQ(ck_compactor_compact(k, h, 0, good_summary, NULL, &c, &err), CK_OK);
-        INT_EQ(ck_compaction_tier(c), CK_TIER_SOFT);
-        char *out = ck_json_write(h, ck_compaction_view(c), CK_FORMAT_ANTHROPIC, 0, &err);
-        OK(out != NULL);
-        INT_EQ(count_issues(out, CK_FORMAT_ANTHROPIC, -1), 0);
+        ck_compactor *k;
+        ck_compaction *c;
+        char *out = marked_soft_view(h, session, &k, &c);
         size_t free_marks = own >= 4 ? 0 : (size_t)(4 - own);
         size_t ours = free_marks > 2 ? 2 : free_marks;
         INT_EQ(occurrences(out, mark), own + ours);
@@ -323,8 +335,44 @@ TEST(cache_breakpoints_without_a_checkpoint) {
     ck_history_free(h);
 }
 
+/* A task block that already carries the caller's own marker (with a ttl) keeps it whole:
+ * the view writes it as the caller did, and only the checkpoint gains ctxkeel's marker. */
+TEST(cache_breakpoints_keep_the_callers_marker) {
+    static const char mark[] = "\"cache_control\":{\"type\":\"ephemeral\"}";
+    static const char own[] = "\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"1h\"}";
+    char *turns = anthropic_json(30, 0, 0, 0);
+    static const char task[] = "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                               "\"Fix the failing test in src/parser.c. Never touch the vendor/ "
+                               "folder.\",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":"
+                               "\"1h\"}}]}";
+    /* The generated history with its string task replaced by the marked block list. */
+    const char *rest = strstr(turns, "},{\"role\":\"assistant\"");
+    OK(rest != NULL);
+    size_t cap = strlen(turns) + sizeof task;
+    char *j = malloc(cap);
+    snprintf(j, cap, "%s%s", task, rest ? rest + 1 : "]");
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    OK(h != NULL);
+    ck_compactor *k;
+    ck_compaction *c;
+    char *out = marked_soft_view(h, "own-ttl", &k, &c);
+    OK(out && strncmp(out, task, sizeof task - 1) == 0);
+    INT_EQ(occurrences(out, own), 1);
+    INT_EQ(occurrences(out, mark), 1);
+    const char *cp = out ? strstr(out, "[Context Compaction]") : NULL;
+    OK(cp && strstr(cp, mark) != NULL);
+    ck_free(out);
+    ck_compaction_free(c);
+    ck_compactor_free(k);
+    ck_history_free(h);
+    free(j);
+    free(turns);
+}
+
 HARNESS_MAIN(setup(); RUN(presets_and_prices_are_checked) RUN(warn_offloads_wait_for_min_gain)
                  RUN(prompt_cache_folds_when_it_pays)
                      RUN(prompt_cache_folds_at_soft_when_growth_is_fast)
                          RUN(cache_breakpoints_mark_the_stable_head)
-                             RUN(cache_breakpoints_without_a_checkpoint))
+                             RUN(cache_breakpoints_without_a_checkpoint)
+                                 RUN(cache_breakpoints_keep_the_callers_marker))
