@@ -17,6 +17,7 @@
 #include "./alloc.h"
 #include "./compaction.h"
 #include "./extract.h"
+#include "./fmt.h"
 #include "./hash.h"
 #include "./offload.h"
 
@@ -1097,6 +1098,12 @@ static int compaction_resolve(ck_compaction *c) {
 
 /* ---- repairs ---- */
 
+/* The dialect refuses two turns of one side in a row (Gemini): views join them. */
+static int compaction_sides_alternate(const ck_compaction *c) {
+    const ck__fmt *f = ck__fmt_of(c->format);
+    return f && (f->pairing & CK__PAIR_SIDES_ALTERNATE);
+}
+
 /* Repairs broken pairs: what a repair drops is stored first (a result that cannot be stored is
  * kept as text instead), and every change is listed for the result and the record. */
 static int compaction_repair(ck_compaction *c, ck_error *err) {
@@ -1138,6 +1145,9 @@ static int compaction_repair(ck_compaction *c, ck_error *err) {
     n = 0;
     if (!rc) rc = ck__pairs_repair(h, c->format, keep, &c->repair, &acts, &n, err);
     ck__free(keep);
+    /* The turns a repair put together are joined here already (a dialect whose turns
+     * alternate), so the history compacted is one the provider would take. */
+    if (!rc && compaction_sides_alternate(c)) rc = ck__view_join_sides(c->repair, h);
     if (!rc) rc = ck__history_from_view(c->repair, h, &c->fixed);
     if (!rc && n) {
         c->repairs = ck__calloc(n, sizeof *c->repairs);
@@ -1410,6 +1420,7 @@ static size_t compaction_breakpoints_free(const ck_compaction *c, size_t k, int 
 
 /* The view: the pinned messages before `k` (a written-back checkpoint excluded), the
  * checkpoint when there is one, then messages k..n. Without a checkpoint, every message.
+ * Where turns must alternate, what this puts together is joined (ck__view_join_sides).
  * With cache breakpoints, the checkpoint and the last pinned message before it (without a
  * checkpoint, the last of the pinned messages the view opens with) carry one each, the
  * checkpoint first when only one is free: what stays the same from call to call is then
@@ -1441,6 +1452,8 @@ static int compaction_build_view(ck_compaction *c, size_t k, const char *checkpo
     }
     for (size_t i = k; i < h->n_msgs && !rc; i++)
         rc = compaction_add_message(c, v, i, mark_pinned && !checkpoint && i == last_pinned);
+    /* Joined before it is counted: the tokens and cache keys are those of what is sent. */
+    if (!rc && compaction_sides_alternate(c)) rc = ck__view_join_sides(v, h);
     if (rc) {
         ck_view_free(v);
         return rc;

@@ -204,6 +204,9 @@ int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
 #define CK__PAIR_ANY_LATER 4u    /* results may stand anywhere after their call (items) */
 #define CK__PAIR_RESULT_NAMED 8u /* a result names its tool (a stub made for a call carries
                                     the call's name; elsewhere it would be counted, unwritten) */
+#define CK__PAIR_SIDES_ALTERNATE 16u /* the provider refuses two turns of one side in a row
+                                        (Gemini): what a view puts together is joined
+                                        (ck__view_join_sides) */
 
 typedef struct ck__fmt {
     ck_format format;

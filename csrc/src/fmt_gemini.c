@@ -8,7 +8,9 @@
  *   {"functionCall":{"id"?,"name","args"}}      TOOL_CALL, text = args' compact JSON
  *   {"functionResponse":{"id"?,"name","response"}}
  *                                               TOOL_RESULT, text = response.output, else
- *        response.result, when that is a string; else the compact JSON of response
+ *        response.result, else response.error, the first that is a string; else the compact
+ *        JSON of response. An "error" key makes it CK_PART_IS_ERROR (the API's own rule: the
+ *        output under "output", error details under "error", else the whole response)
  *   {"inlineData":..} / {"fileData":..}         IMAGE (a fixed cost, whatever the mime type)
  *   executableCode, codeExecutionResult, anything else
  *                                               OTHER, kept whole (its "text" counted if any)
@@ -34,9 +36,14 @@
  * copy with "response" set to {"output":T}, and new parts as above.
  *
  * Pairing: a call's responses stand in the next turn, a user turn, before any other part;
- * ids need only be unique within a turn. Results carry their call's name. Turns alternate
- * by construction: a stub for a model turn's calls is a user turn right after it, and the
- * checkpoint (a user turn) is followed by the kept tail. */
+ * ids need only be unique within a turn. Results carry their call's name.
+ *
+ * Turns: generateContent refuses two turns of one side in a row ("Please ensure that multiturn
+ * requests alternate between user and model"), so two user turns that a view puts next to
+ * each other (the pinned task and the checkpoint, the checkpoint and a kept user turn, a stub
+ * and the user turn after it) are written as one, its parts in order (CK__PAIR_SIDES_ALTERNATE);
+ * the joined turn is a copy of the first one. Turns that were next to each other in the
+ * caller's list stay as they were. */
 #include <stdio.h>
 #include <string.h>
 
@@ -138,13 +145,16 @@ static int gemini_read_fn(ck__rd *rd, ck_value fn, size_t k, const char *field, 
         if (got < 0) return got;
         snprintf(where, sizeof where, ".parts[%zu].%s.response", k, field);
         if (got && ck__rd_kind(rd, v) == CK_VALUE_OBJECT) {
-            ck_value s;
+            ck_value s, e;
+            int error = ck__rd_field(rd, v, CK_KEY_ERROR, &e) > 0;
+            if (error) p->flags |= CK_PART_IS_ERROR;
             if ((ck__rd_field(rd, v, CK_KEY_OUTPUT, &s) > 0 &&
                  ck__rd_kind(rd, s) == CK_VALUE_STRING) ||
                 (ck__rd_field(rd, v, CK_KEY_RESULT, &s) > 0 &&
                  ck__rd_kind(rd, s) == CK_VALUE_STRING))
                 v = s;
-            if (ck__rd_field(rd, v, CK_KEY_ERROR, &s) > 0) p->flags |= CK_PART_IS_ERROR;
+            else if (error && ck__rd_kind(rd, e) == CK_VALUE_STRING)
+                v = e; /* {"error": T}: a failed call's details, a stub's reason */
         } else if (got && ck__rd_kind(rd, v) != CK_VALUE_NULL) {
             return ck__rd_fail(rd, CK_ETYPE, "expected an object", "%s", where);
         }
@@ -305,5 +315,5 @@ static int gemini_write(ck__wr *w, const ck_out_msg *m, ck_value *out) {
 
 const ck__fmt ck__fmt_gemini = {
     CK_FORMAT_GEMINI, "gemini", gemini_detect, gemini_read, gemini_write,
-    CK__PAIR_NEXT_MESSAGE | CK__PAIR_RESULT_NAMED, CK_ROLE_USER,
+    CK__PAIR_NEXT_MESSAGE | CK__PAIR_RESULT_NAMED | CK__PAIR_SIDES_ALTERNATE, CK_ROLE_USER,
 };

@@ -133,6 +133,14 @@ void ck__view_end(ck_view *v, const ck_history *h);
 const char *ck__view_own(ck_view *v, const char *text, size_t len);
 /* Appends a copy of out message `m` (from another view over the same history). */
 int ck__view_copy_msg(ck_view *v, const ck_out_msg *m);
+/* For dialects whose turns must alternate (Gemini): joins each pair of neighbouring messages
+ * of one side (the assistant's, or everyone else's) that the view put next to each other (one
+ * of them new, or their sources not neighbours in `src`) into one EDIT, the parts of the
+ * first, then of the second. The EDIT copies the first one's source message (the second's
+ * when the first is new). A message with a tool call is never joined to what follows it, nor
+ * a message that opens with a tool result to what precedes it: results stay first in the
+ * turn after their call. Neighbours that were neighbours in `src` stay as they were. */
+int ck__view_join_sides(ck_view *v, const ck_history *src);
 
 /* A new history whose message j is output message j of `v` over `src` (parts borrowed from
  * `src` and `v`; valid while both are). Caller owns *out (ck_history_free). */

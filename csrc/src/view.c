@@ -142,6 +142,90 @@ int ck__view_copy_msg(ck_view *v, const ck_out_msg *m) {
     return rc;
 }
 
+static int out_side(ck_role r) { return r == CK_ROLE_ASSISTANT; }
+
+/* The number of parts of out message i (a KEEP's source's). */
+static size_t out_n_parts(const ck_view *v, size_t i, const ck_history *src) {
+    const out_rec *m = &v->msgs[i];
+    return m->op == CK_OP_KEEP ? src->msgs[m->src].n_parts : m->n_parts;
+}
+
+/* Part k of out message i: its kind (a KEEP's from its source). */
+static ck_part_kind out_part_kind(const ck_view *v, size_t i, const ck_history *src, size_t k) {
+    const out_rec *m = &v->msgs[i];
+    return m->op == CK_OP_KEEP ? ck__msg_parts(src, m->src)[k].kind
+                               : v->parts[m->first_part + k].part.kind;
+}
+
+/* Appends the parts of out message i of v to the message t is building. */
+static int join_parts(ck_view *t, const ck_view *v, size_t i, const ck_history *src) {
+    const out_rec *m = &v->msgs[i];
+    int rc = CK_OK;
+    if (m->op == CK_OP_KEEP) {
+        for (size_t k = 0; k < src->msgs[m->src].n_parts && !rc; k++)
+            rc = ck__view_add_src_part(t, src, m->src, k);
+        return rc;
+    }
+    for (size_t k = 0; k < m->n_parts && !rc; k++) rc = push_part(t, &v->parts[m->first_part + k]);
+    return rc;
+}
+
+int ck__view_join_sides(ck_view *v, const ck_history *src) {
+    size_t i = 1;
+    for (; i < v->n_msgs; i++) /* most views need nothing: find the first join first */
+        if (out_side(v->msgs[i].role) == out_side(v->msgs[i - 1].role)) break;
+    if (i >= v->n_msgs) return CK_OK;
+    ck_view *t = ck__view_new();
+    if (!t) return CK_ENOMEM;
+    int rc = CK_OK;
+    size_t last_src = CK_NONE; /* the source of the last message joined into t's last */
+    int last_call = 0;         /* t's last message has a tool call */
+    for (i = 0; i < v->n_msgs && !rc; i++) {
+        const out_rec *m = &v->msgs[i];
+        size_t n = out_n_parts(v, i, src);
+        int call = 0;
+        for (size_t k = 0; k < n && !call; k++) call = out_part_kind(v, i, src, k) == CK_PART_TOOL_CALL;
+        out_rec *prev = t->n_msgs ? &t->msgs[t->n_msgs - 1] : NULL;
+        int join = prev && out_side(prev->role) == out_side(m->role) && !last_call &&
+                   !(n && out_part_kind(v, i, src, 0) == CK_PART_TOOL_RESULT) &&
+                   !(last_src != CK_NONE && m->op != CK_OP_NEW && m->src == last_src + 1);
+        if (!join) {
+            rc = ck__view_begin(t, m->op, m->src, m->role, m->flags);
+            if (!rc && m->op != CK_OP_KEEP) rc = join_parts(t, v, i, src);
+            t->open = 0;
+        } else {
+            if (prev->op == CK_OP_KEEP) {
+                /* The first one's parts, now listed: the message becomes an edit of it. */
+                prev->op = CK_OP_EDIT;
+                for (size_t k = 0; k < src->msgs[prev->src].n_parts && !rc; k++)
+                    rc = ck__view_add_src_part(t, src, prev->src, k);
+            } else if (prev->op == CK_OP_NEW && m->op != CK_OP_NEW) {
+                prev->op = CK_OP_EDIT;
+                prev->src = m->src;
+                prev->role = m->role;
+                prev->flags = m->flags;
+            }
+            if (!rc) rc = join_parts(t, v, i, src);
+        }
+        last_src = m->op == CK_OP_NEW ? CK_NONE : m->src;
+        last_call = call; /* (a join needs !last_call) */
+    }
+    if (!rc) { /* t's lists become v's; v keeps the texts it owns */
+        out_rec *msgs = v->msgs;
+        ck_out_part *parts = v->parts;
+        v->msgs = t->msgs;
+        v->n_msgs = t->n_msgs;
+        v->cap_msgs = t->cap_msgs;
+        v->parts = t->parts;
+        v->n_parts = t->n_parts;
+        v->cap_parts = t->cap_parts;
+        t->msgs = msgs;
+        t->parts = parts;
+    }
+    ck_view_free(t);
+    return rc;
+}
+
 int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out) {
     *out = NULL;
     ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);

@@ -270,6 +270,53 @@ function render(plan, shape) {
   return { messages: out, info: { pinned, task, ends } };
 }
 
+/**
+ * {messages, info} as render() gives them, for the plan as Gemini `contents`: system and
+ * developer messages go to systemInstruction (not rendered), calls are functionCall parts with
+ * ids, results functionResponse parts ('output', or 'result' for a result drawn as blocks).
+ * A caller must send turns that alternate, so a turn of the side of the one before it is joined
+ * to it, as a Gemini agent's own history is. info.ends counts messages as joined and leaves out
+ * the ends whose last message a later turn joined (an agent loop never sees it half made).
+ */
+function renderGemini(plan) {
+  const out = [];
+  const ends = [];
+  const names = new Map();
+  const add = (role, parts) => {
+    if (out.length && out[out.length - 1].role === role) out[out.length - 1].parts.push(...parts);
+    else out.push({ role, parts: [...parts] });
+  };
+  const results = (done) => add('user', done.map((r) => ({ functionResponse: { id: r.id,
+    name: names.get(r.id), response: { [r.asBlocks ? 'result' : 'output']: r.text } } })));
+  add('user', [{ text: plan.task }]);
+  let pending = [];
+  const last = plan.turns.length - 1;
+  plan.turns.forEach((t, index) => {
+    let carried = pending;
+    pending = [];
+    if (index === last && carried.length) {
+      results(carried);
+      carried = [];
+    }
+    if (t.kind === 'user') {
+      add('user', [{ text: t.text }]);
+    } else if (t.kind === 'say') {
+      add('model', [{ text: t.text }]);
+    } else {
+      for (const c of t.calls) names.set(c.id, c.name);
+      const parts = t.text === null ? [] : [{ text: t.text }];
+      for (const c of t.calls) parts.push({ functionCall: { id: c.id, name: c.name, args: c.args } });
+      add('model', parts.length ? parts : [{ text: '' }]);
+      if (t.now.length) results(t.now.map((i) => t.results[i]));
+      pending = t.later.map((i) => t.results[i]);
+    }
+    if (carried.length) results(carried);
+    ends.push([out.length, out[out.length - 1].parts.length]);
+  });
+  return { messages: out, info: { pinned: [0], task: 0,
+    ends: ends.filter(([n, size]) => out[n - 1].parts.length === size).map(([n]) => n) } };
+}
+
 /** {messages, info, shape, plan}. */
 function histories({ shapes = ['openai', 'anthropic'], ...options } = {}) {
   return fc.tuple(plans(options), fc.constantFrom(...shapes)).map(([plan, shape]) => {
@@ -365,6 +412,7 @@ module.exports = {
   shortText,
   plans,
   render,
+  renderGemini,
   histories,
   isDamaged,
   replyKinds,

@@ -268,6 +268,39 @@ function changedFor(m, result, parts) {
  * nearly fill; its archives then cover the newest message), 'before' when such a fold on an
  * earlier call (remembered in `told`) covers the newest turn, else false.
  */
+/** JSON with sorted keys, to compare messages by value. */
+function canonical(value) {
+  return JSON.stringify(value, (key, v) => (v && typeof v === 'object' && !Array.isArray(v)
+    ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]])) : v));
+}
+
+/**
+ * Unchanged messages are the caller's objects: no new object of the view equals an input (the
+ * copies repairPairs itself makes aside: the 'keeps a moved Anthropic result message' test of
+ * properties.test.js). With `identity` (a fresh compactor at tier none) the view is
+ * repairPairs(messages), object for object. Returns repairPairs(messages).
+ */
+function assertViewObjects(messages, view, format, identity) {
+  const repaired = ctxkeel.repairPairs(messages, format);
+  const inputs = new Set(messages);
+  const values = new Set(messages.map(canonical));
+  const repairCopies = new Set(repaired.filter((m) => !inputs.has(m)).map(canonical));
+  for (const m of view) {
+    if (inputs.has(m)) continue;
+    const text = canonical(m);
+    assert.ok(!values.has(text) || repairCopies.has(text),
+      `an unchanged message was copied: ${text.slice(0, 200)}`);
+  }
+  if (identity) {
+    assert.equal(view.length, repaired.length, 'tier none: the view is not repairPairs(history)');
+    view.forEach((m, i) => {
+      if (inputs.has(repaired[i])) assert.equal(m, repaired[i], `tier none: message ${i} copied`);
+      else assert.deepEqual(m, repaired[i]);
+    });
+  }
+  return repaired;
+}
+
 function newestTurnFolded(messages, result, told) {
   const record = result.record || {};
   if ((record.notes || []).some((n) => n.includes('every turn was folded'))) {
@@ -454,6 +487,8 @@ async function replay(compactor, messages, { window, soft = 0.7, summarize, form
 }
 
 module.exports = {
+  canonical,
+  assertViewObjects,
   MARKER,
   PLACEHOLDER,
   tmpStore,

@@ -313,6 +313,35 @@ def check_newest_turn(compactor, messages, view, repairs):
 _TOLD_OVER = weakref.WeakKeyDictionary()
 
 
+def check_view_objects(messages, view, shape, identity):
+    """Unchanged messages are the caller's own objects: no new object of the view equals an
+    input (the copies repair_pairs itself makes aside: test_repair_keeps_moved_messages, an
+    Anthropic result message moved next to its call comes back as an equal copy). With
+    `identity` (a fresh compactor at tier none) the view is repair_pairs(messages) object for
+    object. Returns repair_pairs(messages)."""
+    repaired = ctxkeel.repair_pairs(messages, format=shape)
+    input_ids = {id(m) for m in messages}
+    values = {_canonical(m) for m in messages}
+    repair_copies = {_canonical(m) for m in repaired if id(m) not in input_ids}
+    for m in view:
+        if id(m) not in input_ids:
+            text = _canonical(m)
+            assert text not in values or text in repair_copies, (
+                "an unchanged message was copied: %r" % (text[:200],))
+    if identity:
+        assert len(view) == len(repaired), "tier none: the view is not repair_pairs(history)"
+        for got, want in zip(view, repaired):
+            if id(want) in input_ids:
+                assert got is want, "tier none: a kept message is not the caller's object"
+            else:
+                assert got == want
+    return repaired
+
+
+def _canonical(message):
+    return json.dumps(message, sort_keys=True, ensure_ascii=False)
+
+
 def check_bound(compactor, result, tool_tokens=0):
     """The view is never above the window, and after any compaction at most soft x window,
     unless the record's error says why. Checked on the core's ratio and on an estimate of the

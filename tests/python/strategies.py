@@ -199,6 +199,56 @@ def _emit_results(out, shape, results):
         for cid, text, as_blocks in results]})
 
 
+def render_gemini(plan):
+    """(messages, info) as render() gives them, for the plan as Gemini `contents`: the
+    system and developer messages go to systemInstruction (not rendered), calls are
+    functionCall parts with ids, results functionResponse parts ("output" or, for a result
+    drawn as blocks, "result"). A caller must send turns that alternate, so a turn of the same
+    side as the one before it is joined to it, as a Gemini agent's own history is: a misplaced
+    result lands after the next turn's text, a call whose results are all missing shares its
+    model turn with the next reply. info["ends"] counts messages as joined, and leaves out the
+    ends whose last message a later turn joined (an agent loop never sees it half made)."""
+    out, ends, names = [], [], {}
+
+    def add(role, parts):
+        if out and out[-1]["role"] == role:
+            out[-1]["parts"].extend(parts)
+        else:
+            out.append({"role": role, "parts": list(parts)})
+
+    def results(done):
+        add("user", [{"functionResponse": {"id": cid, "name": names[cid],
+                                           "response": {"result" if as_blocks else "output":
+                                                        text}}}
+                     for cid, text, as_blocks in done])
+
+    add("user", [{"text": plan["task"]}])
+    pending, last = [], len(plan["turns"]) - 1
+    for index, t in enumerate(plan["turns"]):
+        carried, pending = pending, []
+        if index == last and carried:
+            results(carried)
+            carried = []
+        if t["kind"] == "user":
+            add("user", [{"text": t["text"]}])
+        elif t["kind"] == "say":
+            add("model", [{"text": t["text"]}])
+        else:
+            names.update((cid, name) for cid, name, _ in t["calls"])
+            parts = [] if t["text"] is None else [{"text": t["text"]}]
+            parts += [{"functionCall": {"id": cid, "name": name, "args": args}}
+                      for cid, name, args in t["calls"]]
+            add("model", parts or [{"text": ""}])
+            if t["now"]:
+                results([t["results"][i] for i in t["now"]])
+            pending = [t["results"][i] for i in t["later"]]
+        if carried:
+            results(carried)
+        ends.append((len(out), len(out[-1]["parts"])))
+    ends = [n for n, size in ends if len(out[n - 1]["parts"]) == size]
+    return out, {"pinned": [0], "task": 0, "ends": ends}
+
+
 @st.composite
 def histories(draw, shapes=("openai", "anthropic"), **kwargs):
     """(messages, info, shape, plan)."""
