@@ -167,13 +167,22 @@ int ck__rd_true(ck__rd *rd, ck_value obj, ck_key key) {
     return rd->r->boolean(rd->r->ctx, v, &b) == CK_OK && b;
 }
 
-int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit) {
+/* obj[key] is a string that starts with `lit` (whole: it is `lit`); never an error. */
+static int fmt_field_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit, int whole) {
     ck_value v;
     const char *s;
-    size_t len;
+    size_t len, n = strlen(lit);
     if (ck__rd_field(rd, obj, key, &v) <= 0 || ck__rd_kind(rd, v) != CK_VALUE_STRING) return 0;
     if (rd->r->string(rd->r->ctx, v, &s, &len) != CK_OK || !s) return 0;
-    return len == strlen(lit) && memcmp(s, lit, len) == 0;
+    return (whole ? len == n : len >= n) && memcmp(s, lit, n) == 0;
+}
+
+int ck__rd_is(ck__rd *rd, ck_value obj, ck_key key, const char *lit) {
+    return fmt_field_is(rd, obj, key, lit, 1);
+}
+
+static int fmt_starts(ck__rd *rd, ck_value obj, ck_key key, const char *lit) {
+    return fmt_field_is(rd, obj, key, lit, 0);
 }
 
 int ck__rd_message(ck__rd *rd, ck_value msg, ck_role role, uint32_t flags) {
@@ -646,9 +655,16 @@ int ck__rd_attachments(ck__rd *rd, ck_value content, const char *path) {
             continue;
         ck_part p;
         memset(&p, 0, sizeof p);
-        p.kind = ck__rd_is(rd, item, CK_KEY_TYPE, "image") ||
+        /* The AI SDK's tool output content: {"type":"media","mediaType"}, image-data,
+         * image-url, image-file-id. */
+        int media = ck__rd_is(rd, item, CK_KEY_TYPE, "media") &&
+                    fmt_starts(rd, item, CK_KEY_MEDIA_TYPE, "image/");
+        p.kind = media || ck__rd_is(rd, item, CK_KEY_TYPE, "image") ||
                          ck__rd_is(rd, item, CK_KEY_TYPE, "image_url") ||
-                         ck__rd_is(rd, item, CK_KEY_TYPE, "input_image")
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "input_image") ||
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "image-data") ||
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "image-url") ||
+                         ck__rd_is(rd, item, CK_KEY_TYPE, "image-file-id")
                      ? CK_PART_IMAGE
                      : CK_PART_OTHER;
         p.flags = CK_PART_ATTACHED;

@@ -13,7 +13,9 @@
  *        it and its result stands in the same assistant message: nothing to pair)
  *   {"type":"tool-result","toolCallId","toolName","output"}    in a tool message: TOOL_RESULT,
  *        text = output.value (text and error-text: the string; json and error-json: its
- *        compact JSON; content: its text items joined by newlines); error-* outputs are
+ *        compact JSON; content: its text items joined by newlines, the other items following
+ *        as CK_PART_ATTACHED parts, IMAGE for media of an image type, image-data, image-url
+ *        and image-file-id, else OTHER); error-* outputs are
  *        CK_PART_IS_ERROR. v4: "result" (any value: a string, else its JSON) and "isError"
  *        instead of "output". In an assistant message (provider-executed) it is OTHER.
  *   anything else with a "type"                                OTHER ("text" counted)
@@ -27,7 +29,9 @@
  *   stub        {"role":"tool","content":[{"type":"tool-result","toolCallId":id,
  *                "toolName":name,"output":{"type":"text","value":
  *                "result unavailable: context was compacted"}}]}
- * An offloaded result keeps its part, its output {"type":"text","value":<placeholder>}.
+ * An offloaded result keeps its part, its output {"type":"text","value":<placeholder>}, or for
+ * a "content" output with media {"type":"content","value":[{"type":"text","text":
+ * <placeholder>}, the media as they were]}.
  *
  * Pairing: the results of an assistant message's calls stand in the one tool message right
  * after it (several results in one message, as the SDK writes them); results split over
@@ -72,9 +76,12 @@ static int aisdk_detect(ck__rd *rd, ck_value msg) {
     return score;
 }
 
-/* The text of a result's output {"type","value"} (v5) or its result (v4). */
-static int aisdk_result_text(ck__rd *rd, ck_value item, ck_part *p, const char *where) {
+/* The text of a result's output {"type","value"} (v5) or its result (v4); *content is the
+ * value of a "content" output (its media follow the result as attachments), else absent. */
+static int aisdk_result_text(ck__rd *rd, ck_value item, ck_part *p, const char *where,
+                             ck_value *content) {
     ck_value out, value;
+    *content = (ck_value){NULL, 0};
     int got = ck__rd_field(rd, item, CK_KEY_OUTPUT, &out);
     if (got < 0) return got;
     if (!got) {
@@ -96,8 +103,10 @@ static int aisdk_result_text(ck__rd *rd, ck_value item, ck_part *p, const char *
     if ((got = ck__rd_field(rd, out, CK_KEY_VALUE, &value)) < 0) return got;
     snprintf(at, sizeof at, "%s.output.value", where);
     if (!got) return ck__rd_fail(rd, CK_EMISSING, "required field is missing", "%s", at);
-    if (tl == 7 && memcmp(type, "content", 7) == 0)
+    if (tl == 7 && memcmp(type, "content", 7) == 0) {
+        *content = value;
         return ck__rd_joined_text(rd, value, &p->text, &p->text_len, at);
+    }
     if ((tl == 4 && memcmp(type, "text", 4) == 0) || (tl == 10 && memcmp(type, "error-text", 10) == 0))
         return ck__rd_string(rd, value, &p->text, &p->text_len, at);
     return ck__rd_text_or_json(rd, value, &p->text, &p->text_len, at);
@@ -132,6 +141,7 @@ static int aisdk_read_part(ck__rd *rd, ck_value item, size_t k, const char *in) 
     if (rc) return rc;
 #define IS(lit) (tl == sizeof(lit) - 1 && memcmp(type, lit, tl) == 0)
     int provider = ck__rd_true(rd, item, CK_KEY_PROVIDER_EXECUTED);
+    ck_value media = {NULL, 0};
     if (IS("text")) {
         p.kind = CK_PART_TEXT;
         snprintf(at, sizeof at, "%s.text", where);
@@ -155,7 +165,8 @@ static int aisdk_read_part(ck__rd *rd, ck_value item, size_t k, const char *in) 
         if (got) rc = ck__rd_text_or_json(rd, input, &p.text, &p.text_len, at);
     } else if (IS("tool-result") && role == CK_ROLE_TOOL) {
         p.kind = CK_PART_TOOL_RESULT;
-        if (!(rc = aisdk_ids(rd, item, &p, where, 0))) rc = aisdk_result_text(rd, item, &p, where);
+        if (!(rc = aisdk_ids(rd, item, &p, where, 0)))
+            rc = aisdk_result_text(rd, item, &p, where, &media);
     } else {
         /* Reasoning, provider-executed calls and results, and everything else stay whole;
          * what they say counts for their cost. */
@@ -168,7 +179,8 @@ static int aisdk_read_part(ck__rd *rd, ck_value item, size_t k, const char *in) 
         if (got) rc = ck__rd_text_or_json(rd, v, &p.text, &p.text_len, where);
     }
 #undef IS
-    return rc ? rc : ck__rd_part(rd, &p, item);
+    if (!rc) rc = ck__rd_part(rd, &p, item);
+    return rc || !media.ptr ? rc : ck__rd_attachments(rd, media, "");
 }
 
 static int aisdk_read(ck__rd *rd, ck_value msg) {
@@ -223,8 +235,26 @@ static int aisdk_part(ck__wr *w, const ck_out_part *op, ck_value *out) {
     if (op->part.flags & AISDK_PART_V4)
         return ck__wr_replaced_item(w, item, CK_KEY_RESULT, NULL, op->part.text,
                                     op->part.text_len, out);
-    ck_value output;
-    rc = aisdk_output(w, &op->part, &output);
+    ck_value output, value;
+    const ck_history *h = w->h;
+    size_t next = op->src_part + 1;
+    if (next < h->msgs[op->src_msg].n_parts &&
+        (ck__msg_parts(h, op->src_msg)[next].flags & CK_PART_ATTACHED)) {
+        /* The media of a "content" output stay beside the new text. */
+        rc = ck__wr_result_content(w, op->src_msg, op->src_part, op->part.text,
+                                   op->part.text_len, &value);
+        if (!rc && (rc = w->b->object(w->b->ctx, &output))) {
+            ck__wr_drop(w, value);
+        } else if (!rc) {
+            if ((rc = ck__wr_set_string(w, output, CK_KEY_TYPE, "content", 7)))
+                ck__wr_drop(w, value);
+            else
+                rc = ck__wr_set(w, output, CK_KEY_VALUE, value); /* (releases value) */
+            if (rc) ck__wr_drop(w, output);
+        }
+    } else {
+        rc = aisdk_output(w, &op->part, &output);
+    }
     return rc ? rc : ck__wr_copy_set(w, item, CK_KEY_OUTPUT, output, out);
 }
 
