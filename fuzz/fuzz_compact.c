@@ -1,6 +1,7 @@
 /* libFuzzer target: a whole compaction with a scripted summarizer. The first input byte picks
  * the window (as a fraction of the history's size) and the summarizer's behaviour; the rest is
- * a JSON message list. Invariants: the view passes check_pairs and is never larger. */
+ * a JSON message list in any dialect. Invariants: the view, written and read back, passes
+ * check_pairs in that dialect, and is never larger. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,8 +12,6 @@
     do {                                                                                       \
         if (!(cond)) __builtin_trap();                                                         \
     } while (0)
-
-int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **out);
 
 static int scripted(void *ctx, const ck_summary_request *req, ck_compaction *c) {
     unsigned mode = *(const unsigned char *)ctx;
@@ -44,13 +43,19 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     int rc = ck_compactor_compact(k, h, 0, scripted, &mode, &c, &err);
     if (rc == CK_OK) {
         REQUIRE(ck_compaction_tokens_after(c) <= ck_compaction_tokens_before(c));
-        ck_history *mat = NULL;
-        REQUIRE(ck__history_from_view(ck_compaction_view(c), h, &mat) == CK_OK);
+        /* The view as written, read back in the history's dialect (a history made part by
+         * part knows only the OpenAI and Anthropic rules), passes that dialect's rules. */
+        ck_format dialect = ck_history_dialect(h);
+        char *json = ck_json_write(h, ck_compaction_view(c), dialect, 0, &err);
+        REQUIRE(json != NULL);
+        ck_history *mat = ck_json_read_as(json, strlen(json), dialect, &err);
+        REQUIRE(mat != NULL);
         ck_pair_violation *v = NULL;
         size_t n = 0;
-        REQUIRE(ck_check_pairs(mat, CK_FORMAT_AUTO, &v, &n, &err) == CK_OK && n == 0);
+        REQUIRE(ck_check_pairs(mat, dialect, &v, &n, &err) == CK_OK && n == 0);
         ck_free(v);
         ck_history_free(mat);
+        ck_free(json);
         ck_compaction_free(c);
     } else {
         /* A window the pinned messages cannot share with the smallest checkpoint is refused

@@ -20,11 +20,12 @@
  * unknown fields of parts and messages survive.
  *
  * Ids: Gemini ids are optional. A call without one gets a made id (CK_PART_MADE_ID)
- * "<name>#<k>@<i>", k counting the calls of that name in message i from 0; a response
- * without one takes the id of the k-th call of its name in the message before it (k
- * counting the responses of that name in its own message), else a made id of the same shape
- * that matches nothing. So calls and responses pair by id when both have one, else by order
- * and name, within adjacent turns only. Made ids are never written.
+ * "<name>#<k>@<i>", k counting the calls of that name in message i from 0; the responses
+ * without one take, in order, the ids of the calls of their name in the message before
+ * theirs that no response of their own message names by id (so a turn that answers some
+ * calls by id and the rest by order pairs both), else a made id of the same shape that
+ * matches nothing. So calls and responses pair by id when both have one, else by order and
+ * name, within adjacent turns only. Made ids are never written.
  *
  * Building: NEW messages are {"role":"model"|"user","parts":[...]} (every role but the
  * assistant's is "user": a checkpoint is a user turn); a new text part {"text":T}; a new
@@ -47,10 +48,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "./alloc.h"
 #include "./fmt.h"
+#include "./idmap.h"
 
 /* A part read from snake_case spellings (private to this file): new parts follow it. */
 #define GEMINI_SNAKE (1u << 20)
+/* A response read without an id, until its turn is read whole (gemini_pair_responses). */
+#define GEMINI_NO_ID (1u << 21)
 
 /* The value of a part's field in either spelling: 1 camelCase, 2 snake_case, 0 absent. */
 static int gemini_either(ck__rd *rd, ck_value item, ck_key camel, ck_key snake,
@@ -100,27 +105,69 @@ static int gemini_made_id(ck__rd *rd, ck_part *p, size_t k, size_t msg) {
     return CK_OK;
 }
 
-/* The id of a call or response without one (see the manual above). */
+/* The made id of a call without one (see the manual above). */
 static int gemini_fill_id(ck__rd *rd, ck_part *p) {
-    const ck_history *h = rd->h;
-    size_t me = h->n_msgs - 1;
-    size_t k = gemini_count_named(h, me, p->kind, p->name, p->name_len);
-    if (p->kind == CK_PART_TOOL_CALL) return gemini_made_id(rd, p, k, me);
-    if (me == 0) return gemini_made_id(rd, p, k, 0);
-    const ck_part *prev = ck__msg_parts(h, me - 1);
-    size_t seen = 0;
-    for (size_t j = 0; j < h->msgs[me - 1].n_parts; j++) {
-        const ck_part *c = &prev[j];
-        if (c->kind != CK_PART_TOOL_CALL || c->name_len != p->name_len ||
-            memcmp(c->name, p->name, p->name_len) != 0)
-            continue;
-        if (seen++ != k) continue;
-        p->id = c->id;
-        p->id_len = c->id_len;
-        p->flags |= c->flags & CK_PART_MADE_ID;
-        return CK_OK;
+    size_t me = rd->h->n_msgs - 1;
+    return gemini_made_id(rd, p, gemini_count_named(rd->h, me, p->kind, p->name, p->name_len), me);
+}
+
+/* The ids of the responses of the turn just read that had none (GEMINI_NO_ID), in order:
+ * each takes the first call of its name in the turn before that no response of this turn
+ * names by id and no earlier one took; one left over gets a made id that matches nothing
+ * ("<name>#<k>@<i>", k counting on from the calls of its name there). Linear: the calls of
+ * one name are chained, and each name's chain is walked once. */
+static int gemini_pair_responses(ck__rd *rd) {
+    ck_history *h = rd->h;
+    size_t me = h->n_msgs - 1, n = h->msgs[me].n_parts, missing = 0;
+    ck_part *parts = h->parts + h->msgs[me].first_part;
+    for (size_t j = 0; j < n; j++) missing += (parts[j].flags & GEMINI_NO_ID) != 0;
+    if (!missing) return CK_OK;
+    const ck_part *prev = me ? ck__msg_parts(h, me - 1) : NULL;
+    size_t np = me ? h->msgs[me - 1].n_parts : 0;
+    /* Ids named by this turn's responses; a name's next call; a name's calls (then made ids). */
+    ck__idmap named, head, count;
+    size_t *next = ck__malloc((np ? np : 1) * sizeof *next);
+    int rc = ck__idmap_init(&named, n) | ck__idmap_init(&head, np) | ck__idmap_init(&count, np);
+    for (size_t j = 0; j < n && !rc; j++)
+        if (parts[j].kind == CK_PART_TOOL_RESULT && !(parts[j].flags & GEMINI_NO_ID) &&
+            ck__idmap_put(&named, parts[j].id, parts[j].id_len, j) < 0)
+            rc = -1;
+    for (size_t j = np; j-- > 0 && !rc && next;) {
+        if (prev[j].kind != CK_PART_TOOL_CALL) continue;
+        next[j] = ck__idmap_get(&head, prev[j].name, prev[j].name_len);
+        size_t k = ck__idmap_get(&count, prev[j].name, prev[j].name_len);
+        if (ck__idmap_set(&head, prev[j].name, prev[j].name_len, j) < 0 ||
+            ck__idmap_set(&count, prev[j].name, prev[j].name_len, k == SIZE_MAX ? 1 : k + 1) < 0)
+            rc = -1;
     }
-    return gemini_made_id(rd, p, k, me - 1);
+    rc = rc || !next ? ck__rd_fail(rd, CK_ENOMEM, NULL, NULL) : CK_OK;
+    for (size_t j = 0; j < n && !rc; j++) {
+        ck_part *p = &parts[j];
+        if (!(p->flags & GEMINI_NO_ID)) continue;
+        p->flags &= ~GEMINI_NO_ID;
+        size_t c = ck__idmap_get(&head, p->name, p->name_len);
+        while (c != SIZE_MAX && ck__idmap_get(&named, prev[c].id, prev[c].id_len) != SIZE_MAX)
+            c = next[c];
+        if (c == SIZE_MAX) {
+            size_t k = ck__idmap_get(&count, p->name, p->name_len);
+            k = k == SIZE_MAX ? 0 : k;
+            if (!(rc = gemini_made_id(rd, p, k, me ? me - 1 : 0)) &&
+                (ck__idmap_set(&count, p->name, p->name_len, k + 1) < 0 ||
+                 ck__idmap_set(&head, p->name, p->name_len, SIZE_MAX) < 0))
+                rc = ck__rd_fail(rd, CK_ENOMEM, NULL, NULL);
+            continue;
+        }
+        p->id = prev[c].id;
+        p->id_len = prev[c].id_len;
+        p->flags |= prev[c].flags & CK_PART_MADE_ID;
+        if (ck__idmap_set(&head, p->name, p->name_len, next[c]) < 0)
+            rc = ck__rd_fail(rd, CK_ENOMEM, NULL, NULL);
+    }
+    ck__free(next);
+    ck__idmap_dispose(&named);
+    ck__idmap_dispose(&head);
+    ck__idmap_dispose(&count);
+    return rc;
 }
 
 /* A functionCall or functionResponse object `fn` (part k). */
@@ -162,7 +209,10 @@ static int gemini_read_fn(ck__rd *rd, ck_value fn, size_t k, const char *field, 
             (rc = ck__rd_text_or_json(rd, v, &p->text, &p->text_len, where)))
             return rc;
     }
-    return p->id_len ? CK_OK : gemini_fill_id(rd, p);
+    if (p->id_len) return CK_OK;
+    if (p->kind == CK_PART_TOOL_CALL) return gemini_fill_id(rd, p);
+    p->flags |= GEMINI_NO_ID; /* paired once the turn is read whole */
+    return CK_OK;
 }
 
 static int gemini_read_part(ck__rd *rd, ck_value item, size_t k) {
@@ -230,7 +280,7 @@ static int gemini_read(ck__rd *rd, ck_value msg) {
         ck_value item;
         if (!(rc = ck__rd_item(rd, parts, k, &item))) rc = gemini_read_part(rd, item, k);
     }
-    return rc;
+    return rc ? rc : gemini_pair_responses(rd);
 }
 
 /* ---- building ---- */
