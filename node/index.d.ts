@@ -162,7 +162,7 @@ export interface StatusCode {
 
 /**
  * Tokens for a string, a message, a message list (items have "role") or a list of tool schemas
- * (items without "role", counted by their JSON text). 'o200k' and 'cl100k' count exactly as
+ * (items without "role" that no dialect reads as messages, counted by their JSON text). 'o200k' and 'cl100k' count exactly as
  * tiktoken does for those encodings (special tokens counted as text); 'default' is o200k,
  * estimated only for a single unbroken run of more than 64 KB; these add a per-message and a
  * per-list overhead. 'chars4' is ceil(UTF-8 bytes / 4).

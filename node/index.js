@@ -101,10 +101,10 @@ function estimatorOption(options) {
 }
 
 /**
- * Estimates tokens for a string, a message, a message list (items have "role") or a list of
- * tool schemas (items without "role"). With a counting function as the estimator, a string is
- * fn(x), a message or a list goes through it message by message (with the per-message
- * overheads), and a tool list is fn(its JSON text).
+ * Estimates tokens for a string, a message, a message list in any dialect or a list of tool
+ * schemas (items without "role" that no dialect reads as messages). With a counting function
+ * as the estimator, a string is fn(x), a message or a list goes through it message by message
+ * (with the per-message overheads), and a tool list is fn(its JSON text).
  */
 function estimateTokens(x, options) {
   const estimator = estimatorOption(options);

@@ -904,6 +904,15 @@ typedef struct ck_host_builder {
 CK_API int ck_history_read(ck_history *history, const ck_host_reader *reader, ck_value list,
                            size_t from, ck_format format, ck_format *format_out, ck_error *err);
 
+/*
+ * Whether the host array `list` holds tool schemas rather than messages (for a counter that
+ * takes either): 1 when it is not empty, every item is an object, none has a "role" and no
+ * dialect reads any item as a message only it writes (a LangChain message dict, a Responses
+ * function_call item, a Gemini turn with a functionCall...); 0 otherwise, so that reading it as
+ * messages names what is wrong; a reader's negative status when one fails. Allocates nothing.
+ */
+CK_API int ck_list_is_tools(const ck_host_reader *reader, ck_value list);
+
 /* The dialect a history was read in (CK_FORMAT_AUTO for one built with add_message). */
 CK_API ck_format ck_history_dialect(const ck_history *history);
 

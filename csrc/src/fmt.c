@@ -398,6 +398,25 @@ const char *ck__role_name(ck_role r) {
 
 /* ---- reading: the driver ---- */
 
+int ck_list_is_tools(const ck_host_reader *reader, ck_value list) {
+    if (!reader || !reader->kind || !reader->field || !reader->count || !reader->item ||
+        !reader->string || reader->kind(reader->ctx, list) != CK_VALUE_ARRAY)
+        return 0;
+    ck__rd rd = {reader, NULL, 0, NULL, {0, 0}};
+    size_t n;
+    int rc = reader->count(reader->ctx, list, &n);
+    if (rc < 0) return rc;
+    for (size_t i = 0; i < n; i++) {
+        ck_value item, role;
+        if ((rc = reader->item(reader->ctx, list, i, &item)) < 0) return rc;
+        if (reader->kind(reader->ctx, item) != CK_VALUE_OBJECT) return 0;
+        if ((rc = reader->field(reader->ctx, item, CK_KEY_ROLE, &role)) != 0) return rc < 0 ? rc : 0;
+        for (size_t d = 0; d < FMT_N; d++)
+            if (fmt_all[d]->detect(&rd, item) == 2) return 0;
+    }
+    return n > 0;
+}
+
 int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, size_t from,
                     ck_format format, ck_format *format_out, ck_error *err) {
     ck__error_clear(err);

@@ -351,22 +351,19 @@ int ckjs_construct_args(napi_env env, napi_callback_info info, const char *cls,
 /* estimateTokens                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-/* True when `list` is a message list: empty, or its first item is an object with a role. An
- * array of anything else is taken for a list of tool schemas. */
+/* True when `list` is a message list, not a list of tool schemas (ck_list_is_tools()). */
 static int looks_like_messages(napi_env env, napi_value list, bool *yes) {
-    uint32_t n = 0;
-    NODE_API_CALL_RC(env, napi_get_array_length(env, list, &n));
-    *yes = n == 0;
-    if (n == 0) return CK_OK;
-    napi_value first, role;
-    napi_valuetype type;
-    NODE_API_CALL_RC(env, napi_get_element(env, list, 0, &first));
-    NODE_API_CALL_RC(env, napi_typeof(env, first, &type));
-    if (type != napi_object) return CK_OK;
-    NODE_API_CALL_RC(env, napi_get_named_property(env, first, "role", &role));
-    NODE_API_CALL_RC(env, napi_typeof(env, role, &type));
-    *yes = type != napi_undefined;
-    return CK_OK;
+    ck_history *h = ck_history_new(CK_HISTORY_TRUSTED_UTF8);
+    if (!h) return CK_ENOMEM;
+    ckjs_paths paths = {0};
+    ckjs_values values;
+    ckjs_values_init(&values, env, h, &paths);
+    bool tools = false;
+    int rc = ckjs_values_list_is_tools(&values, list, &tools);
+    *yes = !tools;
+    ck_history_free(h);
+    ckjs_paths_dispose(&paths);
+    return rc;
 }
 
 /* A ck_counter over a JS function, for estimateTokens(x, {estimator: fn}). After a failure
@@ -488,10 +485,10 @@ static napi_value estimate_tokens(napi_env env, napi_callback_info info) {
         rc = estimate_string(env, x, 0, (ck_estimator)est, &jc, &tokens);
     } else if (is_array) {
         bool messages = false;
-        if ((rc = looks_like_messages(env, x, &messages))) return NULL;
-        if (messages) {
+        rc = looks_like_messages(env, x, &messages);
+        if (!rc && messages) {
             rc = estimate_messages(env, x, 0, (ck_estimator)est, &jc, &counter, &tokens, &err);
-        } else {
+        } else if (!rc) {
             napi_value json;
             if (!(rc = ckjs_json_stringify(env, x, &json)))
                 rc = estimate_string(env, json, 1, (ck_estimator)est, &jc, &tokens);

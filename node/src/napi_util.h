@@ -210,6 +210,10 @@ void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs
 int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
                      ck_format *format_out, ck_error *err);
 
+/* Whether the JS array `list` holds tool schemas rather than messages (ck_list_is_tools()):
+ * *yes, and CK_OK, CKJS_THROWN (a getter threw) or CK_ENOMEM. */
+int ckjs_values_list_is_tools(ckjs_values *self, napi_value list, bool *yes);
+
 /* ckjs_values_read() of one message object, as a one-item list (*list, for building); places
  * are named "message.content"... */
 int ckjs_values_read_one(ckjs_values *self, napi_value message, napi_value *list,

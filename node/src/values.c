@@ -423,6 +423,23 @@ int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format 
     return rc;
 }
 
+int ckjs_values_list_is_tools(ckjs_values *self, napi_value list, bool *yes) {
+    *yes = false;
+    ckjs_paths_truncate(self->paths, 0);
+    self->list = list;
+    int rc = load_keys(self);
+    if (rc) return rc;
+    int got = ck_list_is_tools(&self->reader, wrap(list));
+    rc = got == READ_THROWN ? CKJS_THROWN : got < 0 ? CK_ENOMEM : CK_OK;
+    *yes = got == 1;
+    if (self->scope && napi_close_handle_scope(self->env, self->scope) != napi_ok && !rc) {
+        ckjs_throw_last_error(self->env, "napi_close_handle_scope");
+        rc = CKJS_THROWN;
+    }
+    self->scope = NULL;
+    return rc;
+}
+
 int ckjs_values_read_one(ckjs_values *self, napi_value message, napi_value *list,
                          ck_format format, ck_format *format_out, ck_error *err) {
     NODE_API_CALL_RC(self->env, napi_create_array_with_length(self->env, 1, list));

@@ -1,14 +1,17 @@
 'use strict';
 
-const { describe, it } = require('node:test');
+const { describe, it, after } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('./helpers.js');
+const sessions = require('./sessions.js');
 
 const { ctxkeel, call, asst, tool, user, use, result, text, aAsst, aUser } = h;
 const est = ctxkeel.estimateTokens;
 const chars4 = (x) => est(x, { estimator: 'chars4' });
 const bytes = (s) => Buffer.byteLength(s, 'utf8');
 const ceil4 = (n) => Math.ceil(n / 4);
+
+after(sessions.removeStores);
 
 describe('estimateTokens on strings', () => {
   it('counts chars4 as UTF-8 bytes / 4, rounded up', () => {
@@ -149,9 +152,32 @@ describe('estimateTokens on lists', () => {
     ];
     assert.equal(chars4(tools), ceil4(bytes(JSON.stringify(tools))));
     assert.ok(est(tools) > 0);
-    // A list is a message list only when its first item has a role.
+    // Items without a role that no dialect reads as messages are tool schemas.
     assert.notEqual(chars4([{ name: 'user', content: 'x' }]),
       chars4([{ role: 'user', content: 'x' }]));
+  });
+
+  it('counts LangChain dicts and Responses items as the messages they are', async () => {
+    // Neither has a "role" on every item; both were once counted as tool schemas (their JSON).
+    const lists = {
+      langchain: [{ type: 'human', content: 'Fix the parser.' },
+        { type: 'ai', content: '', tool_calls: [{ id: 'c1', name: 'bash', args: { cmd: 'ls' },
+          type: 'tool_call' }] },
+        { type: 'tool', tool_call_id: 'c1', name: 'bash', content: 'src tests' }],
+      responses: [{ type: 'function_call', call_id: 'c1', name: 'bash', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c1', output: 'src tests' }],
+    };
+    for (const [format, list] of Object.entries(lists)) {
+      const c = new ctxkeel.Compactor({ contextWindow: 100000, format, storeDir: sessions.tmpStore(),
+        sessionId: 'est' });
+      const r = await c.compact(list);
+      c.close();
+      assert.equal(est(list), r.tokensBefore, format);
+      assert.notEqual(chars4(list), ceil4(bytes(JSON.stringify(list))), format);
+    }
+    // A Responses tool schema ({type: 'function', name}) stays a tool schema.
+    const tools = [{ type: 'function', name: 'bash', parameters: { type: 'object' } }];
+    assert.equal(chars4(tools), ceil4(bytes(JSON.stringify(tools))));
   });
 
   it('reads Anthropic and OpenAI lists alike', () => {

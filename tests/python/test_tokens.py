@@ -237,6 +237,25 @@ def test_tool_schemas_count_as_compact_json():
     assert ctxkeel.estimate_tokens(tools) > 0
 
 
+@pytest.mark.parametrize("fmt, messages", [
+    ("langchain", [{"type": "human", "content": "Fix the parser."},
+                   {"type": "ai", "content": "", "tool_calls": [
+                       {"id": "c1", "name": "bash", "args": {"cmd": "ls"}, "type": "tool_call"}]},
+                   {"type": "tool", "tool_call_id": "c1", "name": "bash", "content": "src"}]),
+    ("responses", [{"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c1", "output": "src tests"}]),
+])
+def test_dialect_lists_without_roles_are_message_lists(fmt, messages, tmp_path):
+    # Once counted as tool schemas (their JSON text): no item of these has a "role".
+    result = ctxkeel.Compactor(100_000, format=fmt, store_dir=str(tmp_path),
+                               session_id="est").compact(messages)
+    assert ctxkeel.estimate_tokens(messages) == result.tokens_before
+    assert ctxkeel.estimate_tokens(messages, estimator="chars4") != chars4(compact(messages))
+    # A Responses tool schema ({"type": "function", "name": ...}) stays a tool schema.
+    tools = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
+    assert ctxkeel.estimate_tokens(tools, estimator="chars4") == chars4(compact(tools))
+
+
 def test_list_with_a_role_is_a_message_list():
     # One dict with "role" makes the list a message list; the other item then lacks a role.
     with pytest.raises(ctxkeel.InputError) as info:

@@ -79,31 +79,6 @@ int ck_py_parse_format(PyObject *value, ck_format *out) {
 
 /* ---- estimate_tokens --------------------------------------------------------------------- */
 
-/* How a list argument of estimate_tokens is read. */
-enum { LIST_MESSAGES, LIST_TOOLS };
-
-/* A list is a message list when any item is a dict with a "role" (so one message without a
- * role is reported as such), a tool-schema list when every item is a dict without one. A list
- * holding anything else is read as messages, which names the offending item. */
-static int classify_list(const ck_module_state *st, PyObject *list, int *kind) {
-    int all_dicts = 1;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *item = PyList_GET_ITEM(list, i);
-        if (!PyDict_Check(item)) {
-            all_dicts = 0;
-            continue;
-        }
-        int has_role = PyDict_Contains(item, st->keys[CK_KEY_ROLE]);
-        if (has_role < 0) return -1;
-        if (has_role) {
-            *kind = LIST_MESSAGES;
-            return 0;
-        }
-    }
-    *kind = all_dicts ? LIST_TOOLS : LIST_MESSAGES;
-    return 0;
-}
-
 /* A count from the host's counter (UINT64_MAX: it failed, and its error is raised now). */
 static PyObject *counted(ck_py_host *host, uint64_t tokens) {
     if (ck_py_host_end(host) < 0) return NULL;
@@ -156,12 +131,12 @@ static PyObject *estimate_messages(ck_module_state *st, PyObject *x, int single,
 }
 
 /* The tokens of a list of messages or of tool schemas. */
-static PyObject *estimate_list(const ck_module_state *st, PyObject *list, ck_estimator est,
+static PyObject *estimate_list(ck_module_state *st, PyObject *list, ck_estimator est,
                                ck_py_host *host) {
     if (PyList_GET_SIZE(list) == 0) return PyLong_FromLong(0);
-    int kind;
-    if (classify_list(st, list, &kind) < 0) return NULL;
-    if (kind == LIST_TOOLS) return estimate_tools(st, list, est, host);
+    int tools = ck_py_list_is_tools(st, list);
+    if (tools < 0) return NULL;
+    if (tools) return estimate_tools(st, list, est, host);
     return estimate_messages(st, list, 0, est, host);
 }
 

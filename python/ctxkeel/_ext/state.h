@@ -162,6 +162,10 @@ int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format for
 /* Reads one message dict as a one-message history. Returns 0, or -1 with an exception set. */
 int ck_py_history_read_message(ck_py_history *ph, PyObject *message, ck_format format);
 
+/* Whether a list holds tool schemas rather than messages (the core's ck_list_is_tools()):
+ * 1 or 0, or -1 with an exception set (one a key's __eq__ raised, say). */
+int ck_py_list_is_tools(ck_module_state *st, PyObject *list);
+
 /* Releases the history and every pinned object. Safe on a history that failed halfway. */
 void ck_py_history_dispose(ck_py_history *ph);
 

@@ -283,6 +283,29 @@ int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format for
     return read_snapshot(ph, format);
 }
 
+int ck_py_list_is_tools(ck_module_state *st, PyObject *list) {
+    ck_py_history ph;
+    if (ck_py_history_init(&ph, st) < 0) return -1;
+    int yes = -1;
+    if ((ph.snapshot = PyList_AsTuple(list))) {
+        ck_host_reader r = {&ph,       py_kind,    py_field, py_count, py_item,
+                            py_string, py_boolean, py_json,  NULL};
+        if (Py_EnterRecursiveCall(" while reading messages in ctxkeel") == 0) {
+            yes = ck_list_is_tools(&r, value_of(ph.snapshot));
+            Py_LeaveRecursiveCall();
+        }
+        if (yes < 0 && ph.raised) {
+            PyObject *exc = ph.raised;
+            ph.raised = NULL;
+            ck_py_restore_exception(exc);
+        } else if (yes < 0 && !PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+    }
+    ck_py_history_dispose(&ph);
+    return yes < 0 ? -1 : yes;
+}
+
 int ck_py_history_read_message(ck_py_history *ph, PyObject *message, ck_format format) {
     ph->single = 1;
     ph->snapshot = PyTuple_Pack(1, message);
