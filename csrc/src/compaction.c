@@ -19,6 +19,7 @@
 #include "./extract.h"
 #include "./fmt.h"
 #include "./hash.h"
+#include "./idmap.h"
 #include "./offload.h"
 
 /* The preview of a placeholder made at compaction (DESIGN section 4). */
@@ -1177,6 +1178,46 @@ static int compaction_repair(ck_compaction *c, ck_error *err) {
 
 /* ---- begin ---- */
 
+/* Where results may stand anywhere after their call (Responses items: an assistant message
+ * can come between a function_call and its output), no cut may fall between a call and its
+ * result: every message after a call up to its result is a carrier. A result answers the
+ * newest call with its id before it, as the pairing does. Linear in the parts. */
+static int compaction_mark_open_calls(ck_compaction *c) {
+    const ck_history *h = c->h;
+    size_t n = h->n_msgs, n_calls = 0;
+    for (size_t g = 0; g < h->n_parts; g++) n_calls += h->parts[g].kind == CK_PART_TOOL_CALL;
+    if (!n_calls) return CK_OK;
+    ck__idmap calls;
+    int64_t *open = ck__calloc(n + 1, sizeof *open); /* +1 after a call, -1 past its result */
+    if (!open || ck__idmap_init(&calls, n_calls)) {
+        ck__free(open);
+        return CK_ENOMEM;
+    }
+    int rc = CK_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const ck_part *parts = ck__msg_parts(h, i);
+        for (size_t k = 0; k < h->msgs[i].n_parts && !rc; k++) {
+            const ck_part *p = &parts[k];
+            if (p->kind == CK_PART_TOOL_CALL && p->id_len) {
+                if (ck__idmap_set(&calls, p->id, p->id_len, i) < 0) rc = CK_ENOMEM;
+            } else if (p->kind == CK_PART_TOOL_RESULT && p->id_len) {
+                size_t at = ck__idmap_get(&calls, p->id, p->id_len);
+                if (at == SIZE_MAX || at >= i) continue;
+                open[at + 1]++;
+                open[i + 1]--;
+            }
+        }
+    }
+    int64_t depth = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        depth += open[i];
+        if (depth) c->cls[i] |= CK__M_CARRIER;
+    }
+    ck__idmap_dispose(&calls);
+    ck__free(open);
+    return rc;
+}
+
 /* Classes and costs of every message. */
 static int compaction_measure(ck_compaction *c) {
     ck_compactor *self = c->owner;
@@ -1209,7 +1250,8 @@ static int compaction_measure(ck_compaction *c) {
         c->tok[i] = ck__tokcache_parts_key(&self->tokcache, ck__msg_parts(h, i), sizeof(ck_part),
                                            h->msgs[i].n_parts, &c->key[i]);
     }
-    return CK_OK;
+    const ck__fmt *f = ck__fmt_of(c->format);
+    return f && (f->pairing & CK__PAIR_ANY_LATER) ? compaction_mark_open_calls(c) : CK_OK;
 }
 
 /* The growth of the history, in view tokens, that makes another fold worth its summary

@@ -410,7 +410,8 @@ int ck_list_is_tools(const ck_host_reader *reader, ck_value list) {
         ck_value item, role;
         if ((rc = reader->item(reader->ctx, list, i, &item)) < 0) return rc;
         if (reader->kind(reader->ctx, item) != CK_VALUE_OBJECT) return 0;
-        if ((rc = reader->field(reader->ctx, item, CK_KEY_ROLE, &role)) != 0) return rc < 0 ? rc : 0;
+        if ((rc = reader->field(reader->ctx, item, CK_KEY_ROLE, &role)) != 0)
+            return rc < 0 ? rc : 0;
         for (size_t d = 0; d < FMT_N; d++)
             if (fmt_all[d]->detect(&rd, item) == 2) return 0;
     }

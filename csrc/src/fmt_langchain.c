@@ -62,7 +62,8 @@ static int lc_detect(ck__rd *rd, ck_value msg) {
      * (or its `data`), is written by no other dialect (Responses items have types too, but
      * none of these; a tool schema {"type": "function", "function": ...} has no content). */
     static const char *const types[] = {"human", "ai", "system", "tool", "chat", "function"};
-    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, &v) <= 0 && ck__rd_field(rd, msg, CK_KEY_DATA, &v) <= 0)
+    if (ck__rd_field(rd, msg, CK_KEY_CONTENT, &v) <= 0 &&
+        ck__rd_field(rd, msg, CK_KEY_DATA, &v) <= 0)
         return 0;
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         if (ck__rd_is(rd, msg, CK_KEY_TYPE, types[t])) return 2;

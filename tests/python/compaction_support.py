@@ -14,6 +14,8 @@ import shutil
 import tempfile
 import weakref
 
+import hypothesis
+
 import ctxkeel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -397,19 +399,22 @@ def pinned_indices(messages, pin_first_user=True):
     return sorted(out + ([task] if task is not None else []))
 
 
-def check_overflow(compactor, messages, err, tools=None, shape="auto"):
+def check_overflow(compactor, messages, err, tools=None, shape="auto", pinned=None):
     """A ContextOverflowError is raised only when the pinned messages and the tool schemas
     (estimated here) with the floor above exceed the window, and never while the history as
     given would fit the window whole. Returns what the check found, for the caller's event
     log: "pinned" when the pinned messages and schemas alone exceed the window, "floor" when
-    they need the floor to."""
+    they need the floor to. `pinned`: the indices of the pinned messages, for a dialect whose
+    messages have no "role" (else pinned_indices())."""
     assert isinstance(err, ctxkeel.ContextOverflowError) and isinstance(err, ctxkeel.Error)
     assert err.code == "CK_EOVERFLOW"
     window = compactor.options["context_window"]
     factor = compactor.usage_factor
     estimator = compactor.options["estimator"]
     schemas = ctxkeel.estimate_tokens(tools, estimator=estimator) if tools else 0
-    pinned = [messages[i] for i in pinned_indices(messages, compactor.options["pin_first_user"])]
+    if pinned is None:
+        pinned = pinned_indices(messages, compactor.options["pin_first_user"])
+    pinned = [messages[i] for i in pinned if i < len(messages)]
     need = ctxkeel.estimate_tokens(pinned, estimator=estimator) * factor + schemas
     assert need + OVERFLOW_FLOOR > window, (
         "ContextOverflowError although the pinned messages and schemas need %d of %d tokens"
@@ -491,3 +496,39 @@ def replay(compactor, messages, summarize, check=True):
             check_result(compactor, prefix, result, made)
         results.append((k, result, made))
     return results
+
+
+def replay_in_dialect(messages, options, reply, points, shape, pinned, check_view):
+    """Compacts messages[:k] for each k in `points` with one new compactor (its store in a fresh
+    folder), the extractive summarizer or one that always gives `reply`; checks the input is
+    not mutated, a ContextOverflowError with check_overflow (`pinned`: its indices), and each
+    result with check_view(compactor, prefix, result, fresh)."""
+    with workdir():
+        compactor = ctxkeel.Compactor(session_id="prop", **options)
+        summarize = None if reply is None else (lambda request: reply)
+        for n, k in enumerate(points):
+            prefix = messages[:k]
+            before = copy.deepcopy(prefix)
+            try:
+                result = compactor.compact(prefix, summarize=summarize)
+            except ctxkeel.ContextOverflowError as err:
+                assert prefix == before
+                check_overflow(compactor, prefix, err, shape=shape, pinned=pinned)
+                hypothesis.event("overflow")
+                continue
+            assert prefix == before, "compact() changed its input"
+            hypothesis.event("%s: tier %s" % (shape, result.tier))
+            check_view(compactor, prefix, result, n == 0)
+
+
+def prop_settings(examples):
+    """Hypothesis settings of the property suites: `examples` times CTXKEEL_PROP_SCALE, a fixed
+    seed unless CTXKEEL_PROP_RANDOM=1, no deadline and no example database."""
+    scale = int(os.environ.get("CTXKEEL_PROP_SCALE", "1"))
+    return hypothesis.settings(
+        max_examples=examples * scale, deadline=None, database=None,
+        derandomize=os.environ.get("CTXKEEL_PROP_RANDOM") != "1", print_blob=True,
+        suppress_health_check=[hypothesis.HealthCheck.too_slow,
+                               hypothesis.HealthCheck.data_too_large,
+                               hypothesis.HealthCheck.large_base_example])
+

@@ -199,6 +199,29 @@ def _emit_results(out, shape, results):
         for cid, text, as_blocks in results]})
 
 
+def walk_turns(plan, user, say, call, results, end):
+    """The turns of a plan in order, as render() lays them out: user(text), say(text),
+    call(turn) then results(the results given now), a misplaced result after the next turn
+    (before the last, which stays clean), and end() after each turn."""
+    pending, last = [], len(plan["turns"]) - 1
+    for index, t in enumerate(plan["turns"]):
+        carried, pending = pending, []
+        if index == last and carried:
+            results(carried)
+            carried = []
+        if t["kind"] == "user":
+            user(t["text"])
+        elif t["kind"] == "say":
+            say(t["text"])
+        else:
+            call(t)
+            results([t["results"][i] for i in t["now"]])
+            pending = [t["results"][i] for i in t["later"]]
+        if carried:
+            results(carried)
+        end()
+
+
 def render_gemini(plan):
     """(messages, info) as render() gives them, for the plan as Gemini `contents`: the
     system and developer messages go to systemInstruction (not rendered), calls are
@@ -223,30 +246,87 @@ def render_gemini(plan):
                      for cid, text, as_blocks in done])
 
     add("user", [{"text": plan["task"]}])
-    pending, last = [], len(plan["turns"]) - 1
-    for index, t in enumerate(plan["turns"]):
-        carried, pending = pending, []
-        if index == last and carried:
-            results(carried)
-            carried = []
-        if t["kind"] == "user":
-            add("user", [{"text": t["text"]}])
-        elif t["kind"] == "say":
-            add("model", [{"text": t["text"]}])
-        else:
-            names.update((cid, name) for cid, name, _ in t["calls"])
-            parts = [] if t["text"] is None else [{"text": t["text"]}]
-            parts += [{"functionCall": {"id": cid, "name": name, "args": args}}
-                      for cid, name, args in t["calls"]]
-            add("model", parts or [{"text": ""}])
-            if t["now"]:
-                results([t["results"][i] for i in t["now"]])
-            pending = [t["results"][i] for i in t["later"]]
-        if carried:
-            results(carried)
+
+    def call(t):
+        names.update((cid, name) for cid, name, _ in t["calls"])
+        parts = [] if t["text"] is None else [{"text": t["text"]}]
+        parts += [{"functionCall": {"id": cid, "name": name, "args": args}}
+                  for cid, name, args in t["calls"]]
+        add("model", parts or [{"text": ""}])
+
+    def end():
         ends.append((len(out), len(out[-1]["parts"])))
+
+    walk_turns(plan, lambda text: add("user", [{"text": text}]),
+               lambda text: add("model", [{"text": text}]), call,
+               lambda done: done and results(done), end)
     ends = [n for n, size in ends if len(out[n - 1]["parts"]) == size]
     return out, {"pinned": [0], "task": 0, "ends": ends}
+
+
+def render_dialect(plan, dialect):
+    """(messages, info) as render() gives them, for the plan in the Responses ("responses":
+    input items, calls as function_call items, outputs as function_call_output items), AI SDK
+    ("ai-sdk": ModelMessages, the results of a turn in one tool message) or LangChain
+    ("langchain": model_dump() dicts) dialect. Misplaced results come after the next turn, as
+    in render()."""
+    out, pinned, ends, names = [], [], [], {}
+
+    def say(role, text):
+        if dialect == "responses":
+            kind = "output_text" if role == "assistant" else "input_text"
+            out.append({"type": "message", "role": role,
+                        "content": [{"type": kind, "text": text}]})
+        elif dialect == "ai-sdk":
+            out.append({"role": role, "content": text if role != "assistant"
+                        else [{"type": "text", "text": text}]})
+        else:
+            out.append({"type": {"user": "human", "assistant": "ai"}.get(role, role),
+                        "content": text})
+
+    def call(t):
+        names.update((cid, name) for cid, name, _ in t["calls"])
+        if dialect == "responses":
+            if t["text"] is not None:
+                say("assistant", t["text"])
+            out.extend({"type": "function_call", "call_id": cid, "name": name,
+                        "arguments": json.dumps(args, ensure_ascii=False)}
+                       for cid, name, args in t["calls"])
+            if not t["calls"] and t["text"] is None:
+                say("assistant", "")
+        elif dialect == "ai-sdk":
+            parts = [] if t["text"] is None else [{"type": "text", "text": t["text"]}]
+            parts += [{"type": "tool-call", "toolCallId": cid, "toolName": name, "input": args}
+                      for cid, name, args in t["calls"]]
+            out.append({"role": "assistant", "content": parts or [{"type": "text", "text": ""}]})
+        else:
+            out.append({"type": "ai", "content": t["text"] or "",
+                        "tool_calls": [{"id": cid, "name": name, "args": args,
+                                        "type": "tool_call"} for cid, name, args in t["calls"]]})
+
+    def results(done):
+        if not done:
+            return
+        if dialect == "responses":
+            out.extend({"type": "function_call_output", "call_id": cid, "output": text}
+                       for cid, text, _ in done)
+        elif dialect == "ai-sdk":
+            out.append({"role": "tool", "content": [
+                {"type": "tool-result", "toolCallId": cid, "toolName": names[cid],
+                 "output": {"type": "text", "value": text}} for cid, text, _ in done]})
+        else:
+            out.extend({"type": "tool", "tool_call_id": cid, "name": names[cid],
+                        "content": text} for cid, text, _ in done)
+
+    for role, text in plan["pinned"]:
+        pinned.append(len(out))
+        say("system" if dialect != "responses" else role, text)
+    task = len(out)
+    say("user", plan["task"])
+    pinned.append(task)
+    walk_turns(plan, lambda text: say("user", text), lambda text: say("assistant", text), call,
+               results, lambda: ends.append(len(out)))
+    return out, {"pinned": pinned, "task": task, "ends": ends}
 
 
 @st.composite

@@ -14,19 +14,15 @@ summarizer or a good model reply. After every compact() call:
   - the bound (compaction_support.check_bound).
 """
 
-import copy
-import os
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import ctxkeel
-from compaction_support import check_bound, check_overflow, check_view_objects, workdir
+from compaction_support import check_bound, check_view_objects, prop_settings, replay_in_dialect
 from strategies import good_replies, plans, render_gemini
 
-SCALE = int(os.environ.get("CTXKEEL_PROP_SCALE", "1"))
-RANDOM = os.environ.get("CTXKEEL_PROP_RANDOM") == "1"
 MARKER = ctxkeel._ext.CHECKPOINT_MARKER
 RATIOS = [0.3, 0.68, 0.73, 0.83, 0.97, 1.3, 3.0, 20.0]
 
@@ -79,26 +75,8 @@ def check_view(compactor, messages, result, fresh):
     check_bound(compactor, result)
 
 
-@settings(max_examples=150 * SCALE, deadline=None, database=None, derandomize=not RANDOM,
-          print_blob=True, suppress_health_check=[HealthCheck.too_slow,
-                                                  HealthCheck.data_too_large,
-                                                  HealthCheck.large_base_example])
+@prop_settings(150)
 @given(scenarios())
 def test_gemini_views_alternate_and_pair(scenario):
     messages, options, reply, points = scenario
-    with workdir():
-        compactor = ctxkeel.Compactor(session_id="prop", **options)
-        summarize = None if reply is None else (lambda request: reply)
-        for n, k in enumerate(points):
-            prefix = messages[:k]
-            before = copy.deepcopy(prefix)
-            try:
-                result = compactor.compact(prefix, summarize=summarize)
-            except ctxkeel.ContextOverflowError as err:
-                assert prefix == before
-                check_overflow(compactor, prefix, err, shape="gemini")
-                event("overflow")
-                continue
-            assert prefix == before, "compact() changed its input"
-            event("tier %s" % result.tier)
-            check_view(compactor, prefix, result, n == 0)
+    replay_in_dialect(messages, options, reply, points, "gemini", [0], check_view)
