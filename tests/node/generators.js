@@ -233,6 +233,35 @@ function emitResults(out, shape, results) {
  * system/developer messages and the task, task: index of the task, ends: the message count at
  * the end of each turn (agent-loop call points)}.
  */
+/**
+ * The turns of a plan in order, as render() lays them out: on.user(text), on.say(text),
+ * on.call(turn) then on.results(the results given now), a misplaced result after the next turn
+ * (before the last, which stays clean), and on.end() after each turn.
+ */
+function walkTurns(plan, on) {
+  let pending = [];
+  const last = plan.turns.length - 1;
+  plan.turns.forEach((t, index) => {
+    let carried = pending;
+    pending = [];
+    if (index === last && carried.length) { // the final turn stays clean: flush before it
+      on.results(carried);
+      carried = [];
+    }
+    if (t.kind === 'user') {
+      on.user(t.text);
+    } else if (t.kind === 'say') {
+      on.say(t.text);
+    } else {
+      on.call(t);
+      on.results(t.now.map((i) => t.results[i]));
+      pending = t.later.map((i) => t.results[i]);
+    }
+    on.results(carried);
+    on.end();
+  });
+}
+
 function render(plan, shape) {
   const out = [];
   const pinned = [];
@@ -245,27 +274,13 @@ function render(plan, shape) {
   out.push({ role: 'user', content: plan.taskBlocks && shape === 'anthropic'
     ? [{ type: 'text', text: plan.task }] : plan.task });
   pinned.push(task);
-  let pending = [];
-  const last = plan.turns.length - 1;
-  plan.turns.forEach((t, index) => {
-    let carried = pending;
-    pending = [];
-    if (index === last && carried.length) { // the final turn stays clean: flush before it
-      emitResults(out, shape, carried);
-      carried = [];
-    }
-    if (t.kind === 'user') {
-      out.push({ role: 'user', content: t.text });
-    } else if (t.kind === 'say') {
-      out.push({ role: 'assistant',
-        content: shape === 'openai' ? t.text : [{ type: 'text', text: t.text }] });
-    } else {
-      emitCall(out, shape, t);
-      emitResults(out, shape, t.now.map((i) => t.results[i]));
-      pending = t.later.map((i) => t.results[i]);
-    }
-    emitResults(out, shape, carried);
-    ends.push(out.length);
+  walkTurns(plan, {
+    user: (text) => out.push({ role: 'user', content: text }),
+    say: (text) => out.push({ role: 'assistant',
+      content: shape === 'openai' ? text : [{ type: 'text', text }] }),
+    call: (t) => emitCall(out, shape, t),
+    results: (done) => emitResults(out, shape, done),
+    end: () => ends.push(out.length),
   });
   return { messages: out, info: { pinned, task, ends } };
 }
@@ -289,32 +304,95 @@ function renderGemini(plan) {
   const results = (done) => add('user', done.map((r) => ({ functionResponse: { id: r.id,
     name: names.get(r.id), response: { [r.asBlocks ? 'result' : 'output']: r.text } } })));
   add('user', [{ text: plan.task }]);
-  let pending = [];
-  const last = plan.turns.length - 1;
-  plan.turns.forEach((t, index) => {
-    let carried = pending;
-    pending = [];
-    if (index === last && carried.length) {
-      results(carried);
-      carried = [];
-    }
-    if (t.kind === 'user') {
-      add('user', [{ text: t.text }]);
-    } else if (t.kind === 'say') {
-      add('model', [{ text: t.text }]);
-    } else {
+  walkTurns(plan, {
+    user: (text) => add('user', [{ text }]),
+    say: (text) => add('model', [{ text }]),
+    call: (t) => {
       for (const c of t.calls) names.set(c.id, c.name);
       const parts = t.text === null ? [] : [{ text: t.text }];
-      for (const c of t.calls) parts.push({ functionCall: { id: c.id, name: c.name, args: c.args } });
+      for (const c of t.calls) {
+        parts.push({ functionCall: { id: c.id, name: c.name, args: c.args } });
+      }
       add('model', parts.length ? parts : [{ text: '' }]);
-      if (t.now.length) results(t.now.map((i) => t.results[i]));
-      pending = t.later.map((i) => t.results[i]);
-    }
-    if (carried.length) results(carried);
-    ends.push([out.length, out[out.length - 1].parts.length]);
+    },
+    results: (done) => { if (done.length) results(done); },
+    end: () => ends.push([out.length, out[out.length - 1].parts.length]),
   });
   return { messages: out, info: { pinned: [0], task: 0,
     ends: ends.filter(([n, size]) => out[n - 1].parts.length === size).map(([n]) => n) } };
+}
+
+/**
+ * {messages, info} as render() gives them, for the plan in the Responses ('responses': input
+ * items, calls as function_call items, outputs as function_call_output items), AI SDK
+ * ('ai-sdk': ModelMessages, the results of a turn in one tool message) or LangChain
+ * ('langchain': model_dump() dicts) dialect. Misplaced results come after the next turn.
+ */
+function renderDialect(plan, dialect) {
+  const out = [];
+  const pinned = [];
+  const ends = [];
+  const names = new Map();
+  const say = (role, text) => {
+    if (dialect === 'responses') {
+      out.push({ type: 'message', role,
+        content: [{ type: role === 'assistant' ? 'output_text' : 'input_text', text }] });
+    } else if (dialect === 'ai-sdk') {
+      out.push({ role, content: role === 'assistant' ? [{ type: 'text', text }] : text });
+    } else {
+      out.push({ type: { user: 'human', assistant: 'ai' }[role] || role, content: text });
+    }
+  };
+  const call = (t) => {
+    for (const c of t.calls) names.set(c.id, c.name);
+    if (dialect === 'responses') {
+      if (t.text !== null) say('assistant', t.text);
+      for (const c of t.calls) {
+        out.push({ type: 'function_call', call_id: c.id, name: c.name,
+          arguments: JSON.stringify(c.args) });
+      }
+      if (!t.calls.length && t.text === null) say('assistant', '');
+    } else if (dialect === 'ai-sdk') {
+      const parts = t.text === null ? [] : [{ type: 'text', text: t.text }];
+      for (const c of t.calls) {
+        parts.push({ type: 'tool-call', toolCallId: c.id, toolName: c.name, input: c.args });
+      }
+      out.push({ role: 'assistant', content: parts.length ? parts : [{ type: 'text', text: '' }] });
+    } else {
+      out.push({ type: 'ai', content: t.text || '', tool_calls: t.calls.map((c) => ({ id: c.id,
+        name: c.name, args: c.args, type: 'tool_call' })) });
+    }
+  };
+  const results = (done) => {
+    if (!done.length) return;
+    if (dialect === 'responses') {
+      for (const r of done) {
+        out.push({ type: 'function_call_output', call_id: r.id, output: r.text });
+      }
+    } else if (dialect === 'ai-sdk') {
+      out.push({ role: 'tool', content: done.map((r) => ({ type: 'tool-result', toolCallId: r.id,
+        toolName: names.get(r.id), output: { type: 'text', value: r.text } })) });
+    } else {
+      for (const r of done) {
+        out.push({ type: 'tool', tool_call_id: r.id, name: names.get(r.id), content: r.text });
+      }
+    }
+  };
+  for (const [role, text] of plan.pinned) {
+    pinned.push(out.length);
+    say(dialect === 'responses' ? role : 'system', text);
+  }
+  const task = out.length;
+  say('user', plan.task);
+  pinned.push(task);
+  walkTurns(plan, {
+    user: (text) => say('user', text),
+    say: (text) => say('assistant', text),
+    call,
+    results,
+    end: () => ends.push(out.length),
+  });
+  return { messages: out, info: { pinned, task, ends } };
 }
 
 /** {messages, info, shape, plan}. */
@@ -413,6 +491,7 @@ module.exports = {
   plans,
   render,
   renderGemini,
+  renderDialect,
   histories,
   isDamaged,
   replyKinds,

@@ -301,6 +301,55 @@ function assertViewObjects(messages, view, format, identity) {
   return repaired;
 }
 
+/**
+ * Compacts messages.slice(0, k) for each k in `points` with one new compactor (its own store),
+ * the extractive summarizer or one that always gives `reply`; checks the input is not mutated
+ * and each result with checkView(compactor, prefix, result, fresh). A CK_EOVERFLOW is allowed
+ * (the window may be below what the pinned messages need).
+ */
+async function replayInDialect(messages, options, reply, points, checkView) {
+  const compactor = new ctxkeel.Compactor({ ...options, storeDir: tmpStore(), sessionId: 'prop' });
+  const summarize = reply === null ? undefined : () => reply;
+  try {
+    for (const [n, k] of points.entries()) {
+      const prefix = messages.slice(0, k);
+      const before = structuredClone(prefix);
+      let result;
+      try {
+        result = await compactor.compact(prefix, summarize ? { summarize } : {});
+      } catch (err) {
+        if (err.code !== 'CK_EOVERFLOW') throw err;
+        assert.deepEqual(prefix, before);
+        continue;
+      }
+      assert.deepEqual(prefix, before, 'compact() changed its input');
+      checkView(compactor, prefix, result, n === 0);
+    }
+  } finally {
+    compactor.close();
+  }
+}
+
+/** The points of an agent-loop replay: the turn ends `picks` choose, and the whole list. */
+function replayPoints(ends, picks, length) {
+  const points = ends.length ? [...new Set(picks.map((p) => ends[p % ends.length]))]
+    .sort((a, b) => a - b) : [];
+  if (!points.length || points[points.length - 1] !== length) points.push(length);
+  return points;
+}
+
+/** The bound of one view: tokensAfter is the estimate of the view sent, never above the
+ * window (unless a store failed, which the record says) nor above tokensBefore. */
+function assertViewBound(compactor, result) {
+  assert.equal(result.tokensAfter, ctxkeel.estimateTokens(result.messages),
+    'tokensAfter is not the estimate of the view sent');
+  assert.ok(result.tokensAfter <= result.tokensBefore);
+  const error = (result.record && result.record.error) || '';
+  if (!/could not be stored|offload of|could not be archived/.test(error)) {
+    assert.ok(result.ratioAfter <= 1 + 1e-12, `a view above the window: ${result.ratioAfter}`);
+  }
+}
+
 function newestTurnFolded(messages, result, told) {
   const record = result.record || {};
   if ((record.notes || []).some((n) => n.includes('every turn was folded'))) {
@@ -489,6 +538,9 @@ async function replay(compactor, messages, { window, soft = 0.7, summarize, form
 module.exports = {
   canonical,
   assertViewObjects,
+  assertViewBound,
+  replayInDialect,
+  replayPoints,
   MARKER,
   PLACEHOLDER,
   tmpStore,
