@@ -1099,10 +1099,10 @@ static int compaction_resolve(ck_compaction *c) {
 
 /* ---- repairs ---- */
 
-/* The dialect refuses two turns of one side in a row (Gemini): views join them. */
-static int compaction_sides_alternate(const ck_compaction *c) {
+/* True when the dialect's pairing rules include `rule` (CK__PAIR_*). */
+static int compaction_rule(const ck_compaction *c, unsigned rule) {
     const ck__fmt *f = ck__fmt_of(c->format);
-    return f && (f->pairing & CK__PAIR_SIDES_ALTERNATE);
+    return f && (f->pairing & rule);
 }
 
 /* Repairs broken pairs: what a repair drops is stored first (a result that cannot be stored is
@@ -1146,9 +1146,6 @@ static int compaction_repair(ck_compaction *c, ck_error *err) {
     n = 0;
     if (!rc) rc = ck__pairs_repair(h, c->format, keep, &c->repair, &acts, &n, err);
     ck__free(keep);
-    /* The turns a repair put together are joined here already (a dialect whose turns
-     * alternate), so the history compacted is one the provider would take. */
-    if (!rc && compaction_sides_alternate(c)) rc = ck__view_join_sides(c->repair, h);
     if (!rc) rc = ck__history_from_view(c->repair, h, &c->fixed);
     if (!rc && n) {
         c->repairs = ck__calloc(n, sizeof *c->repairs);
@@ -1250,8 +1247,7 @@ static int compaction_measure(ck_compaction *c) {
         c->tok[i] = ck__tokcache_parts_key(&self->tokcache, ck__msg_parts(h, i), sizeof(ck_part),
                                            h->msgs[i].n_parts, &c->key[i]);
     }
-    const ck__fmt *f = ck__fmt_of(c->format);
-    return f && (f->pairing & CK__PAIR_ANY_LATER) ? compaction_mark_open_calls(c) : CK_OK;
+    return compaction_rule(c, CK__PAIR_ANY_LATER) ? compaction_mark_open_calls(c) : CK_OK;
 }
 
 /* The growth of the history, in view tokens, that makes another fold worth its summary
@@ -1495,7 +1491,7 @@ static int compaction_build_view(ck_compaction *c, size_t k, const char *checkpo
     for (size_t i = k; i < h->n_msgs && !rc; i++)
         rc = compaction_add_message(c, v, i, mark_pinned && !checkpoint && i == last_pinned);
     /* Joined before it is counted: the tokens and cache keys are those of what is sent. */
-    if (!rc && compaction_sides_alternate(c)) rc = ck__view_join_sides(v, h);
+    if (!rc && compaction_rule(c, CK__PAIR_SIDES_ALTERNATE)) rc = ck__view_join_sides(v, h);
     if (rc) {
         ck_view_free(v);
         return rc;

@@ -700,13 +700,18 @@ int ck__wr_result_content(ck__wr *w, size_t msg, size_t part, const char *text, 
     return ck__wr_result_content_as(w, msg, part, "text", text, len, out);
 }
 
-int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *type,
-                             const char *text, size_t len, ck_value *out) {
+size_t ck__wr_attached(const ck__wr *w, size_t msg, size_t part) {
     const ck_history *h = w->h;
     const ck_part *parts = ck__msg_parts(h, msg);
     size_t n = h->msgs[msg].n_parts, attached = 0;
     while (part + 1 + attached < n && (parts[part + 1 + attached].flags & CK_PART_ATTACHED))
         attached++;
+    return attached;
+}
+
+int ck__wr_result_content_as(ck__wr *w, size_t msg, size_t part, const char *type,
+                             const char *text, size_t len, ck_value *out) {
+    size_t attached = ck__wr_attached(w, msg, part);
     if (!attached) return ck__wr_string(w, text, len, out);
     ck_value list, item;
     int rc = w->b->array(w->b->ctx, &list);

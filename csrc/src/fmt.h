@@ -141,6 +141,9 @@ int ck__wr_head(ck__wr *w, const ck_out_msg *m, const char *role, ck_value *out)
 int ck__wr_replaced_item(ck__wr *w, ck_value item, ck_key key, const char *type,
                          const char *text, size_t len, ck_value *out);
 
+/* How many CK_PART_ATTACHED parts follow part `part` of message `msg` (a result's images). */
+size_t ck__wr_attached(const ck__wr *w, size_t msg, size_t part);
+
 /* Builds the content of a tool result whose text was replaced: the text alone (a string)
  * when nothing is attached, else a list of a text item and the attached items (message
  * `msg`, parts after `part`). */
@@ -205,8 +208,8 @@ int ck__wr_block_message(ck__wr *w, const ck_out_msg *m, int new_text_string,
 #define CK__PAIR_RESULT_NAMED 8u /* a result names its tool (a stub made for a call carries
                                     the call's name; elsewhere it would be counted, unwritten) */
 #define CK__PAIR_SIDES_ALTERNATE 16u /* the provider refuses two turns of one side in a row
-                                        (Gemini): what a view puts together is joined
-                                        (ck__view_join_sides) */
+                                        (Gemini): what a view or a repair puts together
+                                        is joined (ck__view_join_sides) */
 
 typedef struct ck__fmt {
     ck_format format;

@@ -236,10 +236,7 @@ static int aisdk_part(ck__wr *w, const ck_out_part *op, ck_value *out) {
         return ck__wr_replaced_item(w, item, CK_KEY_RESULT, NULL, op->part.text,
                                     op->part.text_len, out);
     ck_value output, value;
-    const ck_history *h = w->h;
-    size_t next = op->src_part + 1;
-    if (next < h->msgs[op->src_msg].n_parts &&
-        (ck__msg_parts(h, op->src_msg)[next].flags & CK_PART_ATTACHED)) {
+    if (ck__wr_attached(w, op->src_msg, op->src_part)) {
         /* The media of a "content" output stay beside the new text. */
         rc = ck__wr_result_content(w, op->src_msg, op->src_part, op->part.text,
                                    op->part.text_len, &value);

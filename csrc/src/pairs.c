@@ -685,6 +685,9 @@ int ck__pairs_repair(const ck_history *history, ck_format format, const unsigned
         }
         rc = emit_results(&a, v, i, zone, emitted);
     }
+    /* Turns the repair put side by side are joined where the provider wants them to alternate,
+     * so the repaired list is one it takes. */
+    if (!rc && (a.fmt->pairing & CK__PAIR_SIDES_ALTERNATE)) rc = ck__view_join_sides(v, h);
     ck__free(emitted);
     analysis_dispose(&a);
     if (rc) {
@@ -704,14 +707,7 @@ int ck__pairs_repair(const ck_history *history, ck_format format, const unsigned
 int ck_repair_pairs(const ck_history *history, ck_format format, ck_view **out,
                     ck_error *err) {
     if (!out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
-    int rc = ck__pairs_repair(history, format, NULL, out, NULL, NULL, err);
-    const ck__fmt *f = rc ? NULL : ck__fmt_of(history->dialect);
-    if (f && (f->pairing & CK__PAIR_SIDES_ALTERNATE) && (rc = ck__view_join_sides(*out, history))) {
-        ck_view_free(*out);
-        *out = NULL;
-        ck__fail(err, rc, NULL, CK_NONE, NULL);
-    }
-    return rc;
+    return ck__pairs_repair(history, format, NULL, out, NULL, NULL, err);
 }
 
 const char *ck_repair_kind_name(ck_repair_kind kind) {

@@ -405,20 +405,26 @@ void ckjs_values_init(ckjs_values *self, napi_env env, ck_history *history, ckjs
                                     rd_string, rd_boolean, rd_json,  rd_length};
 }
 
-int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
-                     ck_format *format_out, ck_error *err) {
-    ckjs_paths_truncate(self->paths, from);
-    self->list = list;
-    int rc = load_keys(self);
-    if (rc) return rc;
-    rc = ck_history_read(self->history, &self->reader, wrap(list), from, format, format_out,
-                         err);
+/* The end of a read through the reader: a JS exception (READ_THROWN) is CKJS_THROWN, and the
+ * last message's handle scope is closed. Returns rc so mapped. */
+static int values_end(ckjs_values *self, int rc) {
     if (rc == READ_THROWN) rc = CKJS_THROWN;
     if (self->scope && napi_close_handle_scope(self->env, self->scope) != napi_ok && !rc) {
         ckjs_throw_last_error(self->env, "napi_close_handle_scope");
         rc = CKJS_THROWN;
     }
     self->scope = NULL;
+    return rc;
+}
+
+int ckjs_values_read(ckjs_values *self, napi_value list, size_t from, ck_format format,
+                     ck_format *format_out, ck_error *err) {
+    ckjs_paths_truncate(self->paths, from);
+    self->list = list;
+    int rc = load_keys(self);
+    if (rc) return rc;
+    rc = values_end(self, ck_history_read(self->history, &self->reader, wrap(list), from,
+                                          format, format_out, err));
     if (!rc) ckjs_paths_truncate(self->paths, ck_history_count(self->history));
     return rc;
 }
@@ -430,14 +436,8 @@ int ckjs_values_list_is_tools(ckjs_values *self, napi_value list, bool *yes) {
     int rc = load_keys(self);
     if (rc) return rc;
     int got = ck_list_is_tools(&self->reader, wrap(list));
-    rc = got == READ_THROWN ? CKJS_THROWN : got < 0 ? CK_ENOMEM : CK_OK;
     *yes = got == 1;
-    if (self->scope && napi_close_handle_scope(self->env, self->scope) != napi_ok && !rc) {
-        ckjs_throw_last_error(self->env, "napi_close_handle_scope");
-        rc = CKJS_THROWN;
-    }
-    self->scope = NULL;
-    return rc;
+    return values_end(self, got >= 0 ? CK_OK : got == READ_THROWN ? got : CK_ENOMEM);
 }
 
 int ckjs_values_read_one(ckjs_values *self, napi_value message, napi_value *list,

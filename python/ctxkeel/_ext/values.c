@@ -253,11 +253,16 @@ static int history_raise(ck_py_history *ph, int rc, ck_error *err) {
     return -1;
 }
 
+/* The core's reader over the snapshot of `ph`. No length callback: py_string lends the str's
+ * own UTF-8, which costs no copy. */
+static ck_host_reader py_reader(ck_py_history *ph) {
+    return (ck_host_reader){ph,        py_kind,    py_field, py_count, py_item,
+                            py_string, py_boolean, py_json,  NULL};
+}
+
 /* Reads the messages of the snapshot in `format`. */
 static int read_snapshot(ck_py_history *ph, ck_format format) {
-    /* No length callback: py_string lends the str's own UTF-8, which costs no copy. */
-    ck_host_reader r = {ph,        py_kind,    py_field, py_count, py_item,
-                        py_string, py_boolean, py_json,  NULL};
+    ck_host_reader r = py_reader(ph);
     ck_error err;
     /* Reading can run Python code (a key's __eq__, a value's JSON encoding) that calls
      * ctxkeel again; the guard turns unbounded re-entry into RecursionError rather than a
@@ -288,8 +293,7 @@ int ck_py_list_is_tools(ck_module_state *st, PyObject *list) {
     if (ck_py_history_init(&ph, st) < 0) return -1;
     int yes = -1;
     if ((ph.snapshot = PyList_AsTuple(list))) {
-        ck_host_reader r = {&ph,       py_kind,    py_field, py_count, py_item,
-                            py_string, py_boolean, py_json,  NULL};
+        ck_host_reader r = py_reader(&ph);
         if (Py_EnterRecursiveCall(" while reading messages in ctxkeel") == 0) {
             yes = ck_list_is_tools(&r, value_of(ph.snapshot));
             Py_LeaveRecursiveCall();
