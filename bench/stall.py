@@ -6,9 +6,13 @@ SESSIONS compactors (default 300), one per session of MESSAGES messages (default
 then turns of a bash call and its output), each history at 85% of its window so that every
 acompact() is a full-tier compaction with the built-in extractive summarizer. All of them are
 started at once with asyncio.gather while a ticker task sleeps 1 ms at a time and records how
-late each wake-up was: the loop's longest stall. One JSON line per run.
+late each wake-up was: the loop's longest stall. The longest pause of Python's garbage
+collector during the run is recorded beside it (a collection of the oldest generation walks
+every object of the process, here mostly the harness's own histories, on whichever thread
+allocates). One JSON line per run.
 """
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -42,6 +46,19 @@ async def ticker(stop, worst):
         worst[0] = max(worst[0], late)
 
 
+class GcPauses:
+    """The longest garbage-collector pause while it is installed (gc.callbacks)."""
+
+    def __init__(self):
+        self.longest, self._start = 0.0, 0.0
+
+    def __call__(self, phase, info):
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.longest = max(self.longest, (time.perf_counter() - self._start) * 1000.0)
+
+
 async def one_run(store, histories):
     compactors = []
     for s, h in enumerate(histories):
@@ -51,14 +68,20 @@ async def one_run(store, histories):
     tick = asyncio.ensure_future(ticker(stop, worst))
     await asyncio.sleep(0.01)
     worst[0] = 0.0
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     start = time.perf_counter()
-    results = await asyncio.gather(*(c.acompact(h) for c, h in zip(compactors, histories)))
-    took = (time.perf_counter() - start) * 1000.0
+    try:
+        results = await asyncio.gather(*(c.acompact(h) for c, h in zip(compactors, histories)))
+    finally:
+        took = (time.perf_counter() - start) * 1000.0
+        gc.callbacks.remove(pauses)
     stop.set()
     await tick
     tiers = sorted({r.tier for r in results})
     return {"sessions": len(histories), "messages": len(histories[0]), "tiers": tiers,
-            "max_delay_ms": round(worst[0], 2), "ms": round(took, 1)}
+            "max_delay_ms": round(worst[0], 2), "gc_ms": round(pauses.longest, 2),
+            "ms": round(took, 1)}
 
 
 def main():
@@ -71,9 +94,10 @@ def main():
         for run in range(runs):
             r = asyncio.run(one_run(os.path.join(store, "run-%d" % run), histories))
             f.write(json.dumps(r) + "\n")
-            print("stall: %d sessions of %d messages at %s: loop max delay %.1f ms, %.0f ms "
-                  "in all" % (r["sessions"], r["messages"], "/".join(r["tiers"]),
-                              r["max_delay_ms"], r["ms"]))
+            print("stall: %d sessions of %d messages at %s: loop max delay %.1f ms (longest "
+                  "garbage collection %.1f ms), %.0f ms in all"
+                  % (r["sessions"], r["messages"], "/".join(r["tiers"]), r["max_delay_ms"],
+                     r["gc_ms"], r["ms"]))
 
 
 if __name__ == "__main__":

@@ -256,7 +256,7 @@ class Compactor:
                 else:
                     reply, failure = _call_in_thread(summarize, request, self._timeout)
                 _answer(job, reply, failure)
-            out = job.finish()
+            out = _finish_parsed(job)
         finally:
             job.close()
         return self._result(out)
@@ -276,10 +276,10 @@ class Compactor:
         turn, in order, rather than raising CK_EBUSY."""
         _check_summarize(summarize)
         async with self._turn():
-            job = await self._off_loop(self._begin, messages, tools, summarize,
-                                       abandon=_close, thread=True)
-            try:
-                if job.needs_summary:
+            job, out = await self._off_loop(self._begin_off_loop, messages, tools, summarize,
+                                            abandon=_close_first, thread=True)
+            if job is not None:
+                try:
                     _check_signature(summarize)
                     request = await self._off_loop(self._request, job)
                     if isinstance(summarize, HttpSummarizer):
@@ -288,12 +288,26 @@ class Compactor:
                     else:
                         reply, failure = await _call_async(summarize, request, self._timeout)
                     _answer(job, reply, failure)
-                out = await self._off_loop(job.finish, thread=True)
-            finally:
-                # A finish still running in the worker (the task was cancelled) closes the
-                # job itself when it returns; the binding defers this close until then.
-                job.close()
+                    out = await self._off_loop(_finish_parsed, job, thread=True)
+                finally:
+                    # A finish still running in the worker (the task was cancelled) closes
+                    # the job itself when it returns; the binding defers this close until
+                    # then.
+                    job.close()
         return self._result(out)
+
+    def _begin_off_loop(self, messages, tools, summarize):
+        """acompact's first step, in the worker: begin, and when no summary is needed finish
+        too, so that a compaction costs the loop one wake-up (300 sessions compacting at once
+        wake it 300 times, each time between its other tasks). Returns (None, the finished
+        output) or (the job, None) when the summarizer has to write the checkpoint."""
+        job = self._begin(messages, tools, summarize)
+        if job.needs_summary:
+            return job, None
+        try:
+            return None, _finish_parsed(job)
+        finally:
+            job.close()
 
     def _turn(self):
         """The lock that orders this Compactor's ``acompact`` calls on the running loop
@@ -352,8 +366,7 @@ class Compactor:
         return request
 
     def _result(self, out):
-        messages, tier, record_text, tokens_before, tokens_after = out[:5]
-        record = json.loads(record_text) if record_text is not None else None
+        messages, tier, record, tokens_before, tokens_after = out[:5]
         if record is not None and self._on_compaction is not None:
             self._tell("on_compaction", self._on_compaction, record)
         reason = record.get("fallback") if record is not None else None
@@ -832,8 +845,19 @@ async def _run(awaitable):
     return await awaitable
 
 
-def _close(job):
-    job.close()
+def _close_first(pair):
+    """Disposes of an abandoned first step's job, if it left one open."""
+    if pair[0] is not None:
+        pair[0].close()
+
+
+def _finish_parsed(job):
+    """``job.finish()`` with the record parsed, where the finish runs (in acompact, the
+    worker rather than the loop)."""
+    out = job.finish()
+    if out[2] is None:
+        return out
+    return out[:2] + (json.loads(out[2]),) + out[3:]
 
 
 def _abandoned(future, abandon):
