@@ -95,7 +95,6 @@ void ck_compaction_free(ck_compaction *c) {
     ck_history_free(c->fixed);
     ck_view_free(c->repair);
     ck__free(c->tok);
-    ck__free(c->key);
     ck__free(c->cls);
     ck__free(c->subst);
     ck__free(c->subst_len);
@@ -211,7 +210,8 @@ static uint64_t compaction_msg_tokens(ck_compaction *c, size_t i) {
     ck_part *with = any ? ck__malloc(n * sizeof *with) : NULL;
     /* Out of memory here measures the message without its substitutions: an overestimate,
      * which only makes the compactor do more. */
-    if (!with) return ck__tokcache_parts(tc, parts, sizeof(ck_part), n);
+    if (!with) return ck__tokcache_parts_keyed(tc, parts, sizeof(ck_part), n,
+                                               ck__message_content(h, i));
     for (size_t k = 0; k < n; k++) {
         with[k] = parts[k];
         if (c->subst[first + k]) {
@@ -1221,7 +1221,6 @@ static int compaction_measure(ck_compaction *c) {
     const ck_history *h = c->h;
     size_t n = h->n_msgs, n_parts = h->n_parts ? h->n_parts : 1;
     if (!(c->tok = ck__malloc((n ? n : 1) * sizeof *c->tok)) ||
-        !(c->key = ck__malloc((n ? n : 1) * sizeof *c->key)) ||
         !(c->cls = ck__calloc(n ? n : 1, 1)) ||
         !(c->subst = ck__calloc(n_parts, sizeof *c->subst)) ||
         !(c->subst_len = ck__calloc(n_parts, sizeof *c->subst_len)) ||
@@ -1244,8 +1243,9 @@ static int compaction_measure(ck_compaction *c) {
         if (ck__is_result_carrier(h, i) || (h->msgs[i].flags & CK_MSG_JOINED)) k |= CK__M_CARRIER;
         if (r == CK_ROLE_ASSISTANT) k |= CK__M_ASSISTANT;
         c->cls[i] = k;
-        c->tok[i] = ck__tokcache_parts_key(&self->tokcache, ck__msg_parts(h, i), sizeof(ck_part),
-                                           h->msgs[i].n_parts, &c->key[i]);
+        c->tok[i] = ck__tokcache_parts_keyed(&self->tokcache, ck__msg_parts(h, i),
+                                             sizeof(ck_part), h->msgs[i].n_parts,
+                                             ck__message_content(h, i));
     }
     return compaction_rule(c, CK__PAIR_ANY_LATER) ? compaction_mark_open_calls(c) : CK_OK;
 }
@@ -1510,11 +1510,12 @@ static uint64_t compaction_view_cost(ck_compaction *c, const ck_view *v, uint64_
         ck_view_get(v, i, &m);
         uint64_t key, cost;
         if (m.op == CK_OP_KEEP) {
-            key = c->key[m.src];
+            key = ck__message_content(c->h, m.src);
             cost = c->tok[m.src];
         } else {
-            cost = ck__tokcache_parts_key(&c->owner->tokcache, &m.parts[0].part,
-                                          sizeof m.parts[0], m.n_parts, &key);
+            key = ck__parts_content(&m.parts[0].part, sizeof m.parts[0], m.n_parts);
+            cost = ck__tokcache_parts_keyed(&c->owner->tokcache, &m.parts[0].part,
+                                            sizeof m.parts[0], m.n_parts, key);
         }
         if (keys) {
             keys[i] = ck__hash_combine(key, (uint64_t)m.role + 1);

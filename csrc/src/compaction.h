@@ -79,7 +79,6 @@ struct ck_compaction {
     uint64_t horizon, saves, invalidates;
     /* Per message of h. */
     uint64_t *tok;       /* cost with this compaction's substitutions applied */
-    uint64_t *key;       /* content hash of the message as read (its token cache key) */
     unsigned char *cls;  /* CK__M_* */
     /* Per part of h: the text that replaces it in the view (a placeholder or an excerpt). */
     char **subst;

@@ -167,6 +167,7 @@ static int gemini_pair_responses(ck__rd *rd) {
     ck__idmap_dispose(&named);
     ck__idmap_dispose(&head);
     ck__idmap_dispose(&count);
+    ck__history_rehash(h, me); /* the ids were set after the parts were added */
     return rc;
 }
 

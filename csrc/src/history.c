@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "./alloc.h"
+#include "./hash.h"
 #include "./internal.h"
 
 /* Host strings copied into the history live in a chain of blocks that is freed at once. */
@@ -91,6 +92,39 @@ char *ck_history_alloc(ck_history *self, size_t size) {
     return out;
 }
 
+/* The two hashes a history keeps per message, one step at a time so that add_part can keep
+ * them as a message grows: a step for the start, then one per part. The message hash starts
+ * from the role (its value is stored in session files: it must not change); the content hash
+ * starts from a constant, so that the same parts have the same cost key in any role. */
+#define CONTENT_SEED 0x510E527FADE682D1ull
+
+static uint64_t hash_start(uint64_t seed) { return ck__hash_fast(NULL, 0, seed); }
+
+static uint64_t hash_part(uint64_t x, const ck_part *p) {
+    x = ck__hash_fast(p->text, p->text_len, x + (uint64_t)p->kind);
+    x = ck__hash_fast(p->id, p->id_len, x);
+    return ck__hash_fast(p->name, p->name_len, x);
+}
+
+uint64_t ck__parts_content(const ck_part *parts, size_t stride, size_t n) {
+    uint64_t x = hash_start(CONTENT_SEED);
+    const char *at = (const char *)parts;
+    for (size_t k = 0; k < n; k++, at += stride)
+        x = hash_part(x, (const ck_part *)(const void *)at);
+    return x | 1;
+}
+
+void ck__history_rehash(ck_history *h, size_t i) {
+    ck__msg *m = &h->msgs[i];
+    const ck_part *parts = ck__msg_parts(h, i);
+    m->hash = hash_start((uint64_t)m->role + 1);
+    m->content = hash_start(CONTENT_SEED);
+    for (size_t k = 0; k < m->n_parts; k++) {
+        m->hash = hash_part(m->hash, &parts[k]);
+        m->content = hash_part(m->content, &parts[k]);
+    }
+}
+
 int ck_history_add_message(ck_history *self, ck_role role, uint32_t flags) {
     if (!self || (unsigned)role > CK_ROLE_OTHER) return CK_EINVAL;
     if (self->n_msgs >= MAX_MESSAGES) return CK_ETOOBIG;
@@ -101,6 +135,8 @@ int ck_history_add_message(ck_history *self, ck_role role, uint32_t flags) {
     m->flags = flags;
     m->first_part = self->n_parts;
     m->n_parts = 0;
+    m->hash = hash_start((uint64_t)role + 1);
+    m->content = hash_start(CONTENT_SEED);
     return CK_OK;
 }
 
@@ -137,7 +173,10 @@ int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
     if (!p->text) p->text = "";
     if (!p->id) p->id = "";
     if (!p->name) p->name = "";
-    self->msgs[self->n_msgs - 1].n_parts++;
+    ck__msg *m = &self->msgs[self->n_msgs - 1];
+    m->n_parts++;
+    m->hash = hash_part(m->hash, p);
+    m->content = hash_part(m->content, p);
     return CK_OK;
 }
 

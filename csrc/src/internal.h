@@ -31,6 +31,10 @@ typedef struct ck__msg {
     uint32_t flags;
     size_t first_part;
     size_t n_parts;
+    /* ck__message_hash() and ck__message_content(), kept up to date by add_message and
+     * add_part (the strings a history borrows never change), so that a call over a history
+     * that only grew hashes only what is new. */
+    uint64_t hash, content;
 } ck__msg;
 
 /* A history's parsed JSON, when ck_json_read() made it (see json.c). */
@@ -104,8 +108,19 @@ int ck__has_user_words(const ck_history *h, size_t i);
 int ck__is_result_carrier(const ck_history *h, size_t i);
 /* The joined text parts of message i (borrowed when there is one, else built in *scratch). */
 const char *ck__msg_text(const ck_history *h, size_t i, struct ck__buf *scratch, size_t *len);
-/* A content hash of message i (role and parts, not host details). */
-uint64_t ck__message_hash(const ck_history *h, size_t i);
+/* A content hash of n parts standing `stride` bytes apart (ck_part arrays, or the `part`
+ * members of ck_out_part arrays): each part's kind, text, id and name, not the role. Never 0:
+ * it keys the token cache. */
+uint64_t ck__parts_content(const ck_part *parts, size_t stride, size_t n);
+/* ck__parts_content() of message i's parts, kept by the history. */
+static inline uint64_t ck__message_content(const ck_history *h, size_t i) {
+    return h->msgs[i].content | 1;
+}
+/* A content hash of message i: its role and parts, not host details (fingerprints are made of
+ * it), kept by the history. */
+static inline uint64_t ck__message_hash(const ck_history *h, size_t i) { return h->msgs[i].hash; }
+/* Computes message i's hash again, after a reader changed one of its parts in place. */
+void ck__history_rehash(ck_history *h, size_t i);
 /* The content fingerprint of messages [0, count) of h. */
 uint64_t ck__fingerprint(const ck_history *h, size_t count);
 

@@ -58,17 +58,6 @@ const char *ck__msg_text(const ck_history *h, size_t i, ck__buf *scratch, size_t
     return scratch->failed ? "" : scratch->data;
 }
 
-uint64_t ck__message_hash(const ck_history *h, size_t i) {
-    uint64_t x = ck__hash_fast(NULL, 0, (uint64_t)h->msgs[i].role + 1);
-    const ck_part *parts = ck__msg_parts(h, i);
-    for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
-        x = ck__hash_fast(parts[k].text, parts[k].text_len, x + (uint64_t)parts[k].kind);
-        x = ck__hash_fast(parts[k].id, parts[k].id_len, x);
-        x = ck__hash_fast(parts[k].name, parts[k].name_len, x);
-    }
-    return x;
-}
-
 uint64_t ck__fingerprint(const ck_history *h, size_t count) {
     uint64_t fp = 0x6A09E667F3BCC909ull ^ (uint64_t)count;
     for (size_t i = 0; i < count && i < h->n_msgs; i++)

@@ -49,27 +49,12 @@ static void tokcache_put(ck__tokcache *tc, uint64_t key, uint64_t tokens) {
     slot->tokens = tokens;
 }
 
-/* A content hash of n parts: what their cost depends on. */
-static uint64_t tokcache_key(const ck_part *parts, size_t stride, size_t n) {
-    uint64_t x = ck__hash_fast(NULL, 0, (uint64_t)n);
-    const char *at = (const char *)parts;
-    for (size_t k = 0; k < n; k++, at += stride) {
-        const ck_part *p = (const ck_part *)(const void *)at;
-        x = ck__hash_fast(p->text, p->text_len, x + (uint64_t)p->kind);
-        x = ck__hash_fast(p->id, p->id_len, x);
-        x = ck__hash_fast(p->name, p->name_len, x);
-    }
-    return x | 1;
-}
-
 uint64_t ck__tokcache_parts(ck__tokcache *tc, const ck_part *parts, size_t stride, size_t n) {
-    uint64_t key;
-    return ck__tokcache_parts_key(tc, parts, stride, n, &key);
+    return ck__tokcache_parts_keyed(tc, parts, stride, n, ck__parts_content(parts, stride, n));
 }
 
-uint64_t ck__tokcache_parts_key(ck__tokcache *tc, const ck_part *parts, size_t stride, size_t n,
-                                uint64_t *key_out) {
-    uint64_t key = *key_out = tokcache_key(parts, stride, n);
+uint64_t ck__tokcache_parts_keyed(ck__tokcache *tc, const ck_part *parts, size_t stride,
+                                  size_t n, uint64_t key) {
     if (tc->cap) {
         const struct ck__tokslot *slot = tokcache_slot(tc, key);
         if (slot->key == key) return slot->tokens;

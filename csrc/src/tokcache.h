@@ -25,9 +25,10 @@ void ck__tokcache_clear(ck__tokcache *tc);
  * the cache when the same content was measured before. A counter that could not answer is
  * not cached, so it is asked again next time; the estimator answers meanwhile. */
 uint64_t ck__tokcache_parts(ck__tokcache *tc, const ck_part *parts, size_t stride, size_t n);
-/* ck__tokcache_parts(), and the content hash it looked the parts up by in *key (never 0). */
-uint64_t ck__tokcache_parts_key(ck__tokcache *tc, const ck_part *parts, size_t stride, size_t n,
-                                uint64_t *key);
+/* ck__tokcache_parts() by the content hash the caller has: ck__parts_content() of the parts,
+ * as a history keeps it per message (ck__message_content()). */
+uint64_t ck__tokcache_parts_keyed(ck__tokcache *tc, const ck_part *parts, size_t stride,
+                                  size_t n, uint64_t key);
 
 /* Tokens of one text by the counter or the estimator (uncached, no overhead). */
 uint64_t ck__tokcache_text(const ck__tokcache *tc, const char *text, size_t len);
