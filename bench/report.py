@@ -862,9 +862,21 @@ def session_section(d):
            "messages (with usage it counts only the messages after the last one). "
            "trimMessages / trim_messages: strategy \"last\" with a chars/4 + 3 per message "
            "counter. *At 1k* / *at end*: ctxkeel's mean call with 900-1,100 messages of "
-           "history / in the last 400 messages of the session. Sessions: the corpus "
+           "history / in the last 400 messages of the session. *Session*: the same loop as "
+           "an append-only session (a second Compactor, append() of each message once, view() "
+           "at every call): its ms per call, compact()'s time over it, and its at 1k / at "
+           "end. Sessions: the corpus "
            "transcripts, and the first 5,000 and 20,000 messages of synthetic-100000. "
            "Versions: %s." % peers, ""]
+    def session(r, mine):
+        """The append-only session's ms per call, compact()'s over it, and at 1k / at end."""
+        if r.get("session_sampled_ms") is None:
+            return "-"
+        ms = r["session_sampled_ms"] / r["sampled"]
+        edges = ("; %.3f / %.3f" % (r["session_at_1k_ms"], r["session_at_end_ms"])
+                 if r.get("session_at_1k_ms") else "")
+        return "%.3f (%.2fx%s)" % (ms, mine / ms if ms else float("inf"), edges)
+
     rows = []
     for r in node:
         s = r["sampled"]
@@ -880,11 +892,13 @@ def session_section(d):
                      ratio(p["trim_ms"] / p["sampled"] if p and p.get("trim_ms") is not None
                            else None, pours) if p else "-",
                      "%.3f / %.3f" % (r["ctxkeel_at_1k_ms"], r["ctxkeel_at_end_ms"])
-                     if r.get("ctxkeel_at_1k_ms") else "-"])
+                     if r.get("ctxkeel_at_1k_ms") else "-",
+                     session(r, ours), session(p, pours) if p else "-"])
     out += table(["session", "messages", "calls", "ctxkeel (Node)", "pi (Node)",
                   "trimMessages (Node)", "ctxkeel (Python)", "trim_messages (Python)",
-                  "ctxkeel Node at 1k / at end"],
-                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"], rows)
+                  "ctxkeel Node at 1k / at end", "session (Node)", "session (Python)"],
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:",
+                  "---:"], rows)
     return out
 
 

@@ -162,7 +162,27 @@ async function main() {
       if (m >= 900 && m <= 1100) ours.first1k.push(dt);
       if (m > history.length - 400) ours.last.push(dt);
     }
+    // The append-only session: a second compactor, each message appended once, a view() at
+    // every call; a call's time is its appends since the last call plus the view.
+    const sc = new ctxkeel.Compactor({ contextWindow: window, storeDir: path.join(store, `s${n++}`) });
+    const mine = { all: 0, sampled: 0, first1k: [], last: [] };
+    let appended = 0;
+    for (const m of calls) {
+      const t0 = cpuMs();
+      while (appended < m) sc.append(history[appended++]);
+      const r = await sc.view();
+      const dt = cpuMs() - t0;
+      if (r.tier !== 'none') throw new Error(`${name}: session tier ${r.tier} at ${m}`);
+      mine.all += dt;
+      if (sampled.has(m)) mine.sampled += dt;
+      if (m >= 900 && m <= 1100) mine.first1k.push(dt);
+      if (m > history.length - 400) mine.last.push(dt);
+    }
+    sc.close();
+    const mean = (list) => (list.length ? list.reduce((a, b) => a + b) / list.length : null);
     const row = { workload: name, messages: history.length, calls: calls.length,
+      session_ms: mine.all, session_sampled_ms: mine.sampled, session_at_1k_ms: mean(mine.first1k),
+      session_at_end_ms: mean(mine.last),
       sampled: sampled.size, ctxkeel_ms: ours.all, ctxkeel_sampled_ms: ours.sampled,
       ctxkeel_at_1k_ms: ours.first1k.length ? ours.first1k.reduce((a, b) => a + b) / ours.first1k.length : null,
       ctxkeel_at_end_ms: ours.last.length ? ours.last.reduce((a, b) => a + b) / ours.last.length : null };

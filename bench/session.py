@@ -8,7 +8,8 @@ ctxkeel is one Compactor kept for the whole session and runs every call; langcha
 trim_messages(strategy="last", include_system=True, start_on="human") with its own
 count_tokens_approximately keeps nothing between calls and runs SAMPLE calls spread over the
 session (on the history as LangChain message objects, converted once); ratios are taken over
-those same calls. Times are process CPU time.
+those same calls. A second Compactor replays the session as an append-only session
+(append() of each message once, view() at every call). Times are process CPU time.
 """
 
 import json
@@ -85,7 +86,30 @@ def main():
                 at_1k.append(dt)
             if m > len(history) - 400:
                 at_end.append(dt)
+        # The append-only session: a second compactor, each message appended once, a view()
+        # at every call; a call's time is its appends since the last call plus the view.
+        sc = ctxkeel.Compactor(window, store_dir=os.path.join(store, "v%d" % n))
+        mine, mine_sampled, mine_1k, mine_end, appended = 0.0, 0.0, [], [], 0
+        for m in calls:
+            t0 = time.process_time()
+            while appended < m:
+                sc.append(history[appended])
+                appended += 1
+            r = sc.view()
+            dt = (time.process_time() - t0) * 1e3
+            if r.tier != "none":
+                raise SystemExit("%s: session tier %s at %d" % (name, r.tier, m))
+            mine += dt
+            if m in sampled:
+                mine_sampled += dt
+            if 900 <= m <= 1100:
+                mine_1k.append(dt)
+            if m > len(history) - 400:
+                mine_end.append(dt)
         row = dict(workload=name, messages=len(history), calls=len(calls), sampled=len(sampled),
+                   session_ms=mine, session_sampled_ms=mine_sampled,
+                   session_at_1k_ms=sum(mine_1k) / len(mine_1k) if mine_1k else None,
+                   session_at_end_ms=sum(mine_end) / len(mine_end) if mine_end else None,
                    ctxkeel_ms=ours, ctxkeel_sampled_ms=ours_sampled,
                    ctxkeel_at_1k_ms=sum(at_1k) / len(at_1k) if at_1k else None,
                    ctxkeel_at_end_ms=sum(at_end) / len(at_end) if at_end else None)

@@ -646,6 +646,28 @@ export class Compactor<B extends EvidenceBackend | undefined = undefined> {
   ): Promise<CompactionResult<M>>;
 
   /**
+   * Adds one message to this compactor's append-only session and returns the session's
+   * length. The session keeps a frozen deep copy (plain objects and arrays are copied; class
+   * instances, such as SDK messages, are kept as given and must not change afterwards), read by
+   * the core at once, so that view() costs only what was appended since the last view().
+   * @throws {TypeError} when `message` is not an object.
+   * @throws {InputError} for a malformed message (`index` is its index in the session); it is
+   * not added.
+   * @throws {CtxkeelError} CK_EBUSY while a compact() or view() runs, CK_ECLOSED after close().
+   */
+  append(message: object): number;
+
+  /** The messages appended so far: a frozen array of the session's frozen copies. */
+  readonly session: readonly object[];
+
+  /**
+   * compact() of the append-only session: the view of the messages appended so far, whose
+   * kept messages are the session's frozen copies. Options and errors as compact()'s.
+   */
+  view<M extends object = object>(options?: CompactOptions<M> | null):
+    Promise<CompactionResult<M>>;
+
+  /**
    * The tool-time gate: a new message with each tool result longer than toolOffloadThreshold
    * bytes stored and replaced by a placeholder, or the very same message when none is.
    */
@@ -691,7 +713,8 @@ export class Compactor<B extends EvidenceBackend | undefined = undefined> {
    */
   observeUsage(usage: number | object): void;
 
-  /** Forgets the session state (checkpoint, coverage, offloads); the audit log stays.
+  /** Forgets the session state (checkpoint, coverage, offloads) and the appended messages;
+   * the audit log stays.
    * @throws {CtxkeelError} CK_EBUSY during a compact() (or, with a backend, another call). */
   reset(): void;
 

@@ -175,6 +175,31 @@ function errorText(err) {
   }
 }
 
+/** A deep copy of a message for the append-only session, frozen: plain objects and arrays are
+ * copied (shared and cyclic ones once), anything else is kept as it is. */
+function frozenCopy(value, seen) {
+  if (value === null || typeof value !== 'object') return value;
+  const proto = Object.getPrototypeOf(value);
+  const array = Array.isArray(value);
+  if (!array && proto !== Object.prototype && proto !== null) return value;
+  if (seen.has(value)) return seen.get(value);
+  const copy = array ? new Array(value.length) : Object.create(proto);
+  seen.set(value, copy);
+  if (array) {
+    for (let k = 0; k < value.length; k++) copy[k] = frozenCopy(value[k], seen);
+  } else {
+    for (const key of Object.keys(value)) {
+      // A "__proto__" key (JSON.parse makes one) must stay a key, not become the prototype.
+      if (key === '__proto__') {
+        Object.defineProperty(copy, key, { value: frozenCopy(value[key], seen), enumerable: true });
+      } else {
+        copy[key] = frozenCopy(value[key], seen);
+      }
+    }
+  }
+  return Object.freeze(copy);
+}
+
 function checkObject(value, name) {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw typeError(`${name} must be an object, not ${describe(value)}`);
@@ -370,6 +395,8 @@ class Compactor {
   #onFallback;
   #fallbacksTold = new Set(); // reasons already sent to process.emitWarning
   #records = new Records(); // what the last compact() read, to tell begin() what it may keep
+  #session = []; // append(): frozen copies, all read into the history the addon keeps...
+  #keptBy = null; // ...when this is 'session'; 'compact' when compact() made that history
 
   constructor(options) {
     checkObject(options, 'options');
@@ -420,6 +447,58 @@ class Compactor {
    */
   async compact(messages, options) {
     checkMessages(messages);
+    // The caller may push to its list while the summarizer runs; the view is of this moment.
+    const snapshot = messages.slice();
+    return this.#run(snapshot, options, () => {
+      if (this.#keptBy !== 'compact') this.#records.reset();
+      this.#keptBy = 'compact';
+      return this.#records.update(snapshot);
+    });
+  }
+
+  /**
+   * Adds one message to the compactor's append-only session and returns the session's length.
+   * The session keeps a frozen copy (plain objects and arrays are copied; other objects, such
+   * as SDK message instances, are kept as given and must not be changed afterwards) and the
+   * core reads it at once: a bad message throws an InputError that names its index in the
+   * session, and is not added. view() then costs only what was appended since the last one.
+   */
+  append(message) {
+    if (message === null || typeof message !== 'object') {
+      throw typeError(`message must be an object, not ${describe(message)}`);
+    }
+    if (this.#busy) throw ckError('CK_EBUSY', 'concurrent use of Compactor');
+    const session = this.#session;
+    session.push(frozenCopy(message, new Map()));
+    try {
+      this.#native.read(session, this.#keptBy === 'session' ? session.length - 1 : 0);
+    } catch (err) {
+      session.pop();
+      throw err;
+    }
+    this.#keptBy = 'session';
+    return session.length;
+  }
+
+  /** The messages appended so far (a frozen array of the frozen copies). */
+  get session() {
+    return Object.freeze(this.#session.slice());
+  }
+
+  /**
+   * compact() of the append-only session: the view to send now, as compact() returns it (its
+   * kept messages are the session's frozen copies). Options as compact()'s.
+   */
+  async view(options) {
+    const snapshot = this.#session.slice();
+    return this.#run(snapshot, options, () => {
+      const unchanged = this.#keptBy === 'session' ? snapshot.length : 0;
+      this.#keptBy = 'session';
+      return unchanged;
+    }, true);
+  }
+
+  async #run(snapshot, options, unchangedCount, vouched = false) {
     const { tools = null, summarize = null, signal = null } = knownOptions(
       options,
       'options',
@@ -437,8 +516,6 @@ class Compactor {
     const toolTokens = tools && tools.length
       ? estimateTokens(tools, { estimator: this.#estimator })
       : 0;
-    // The caller may push to its list while the summarizer runs; the view is of this moment.
-    const snapshot = messages.slice();
     this.#busy = true;
     let job = null;
     // An abort while the backend is waited for stops the wait: the step then ends at once
@@ -450,15 +527,17 @@ class Compactor {
     }
     try {
       try {
-        const unchanged = this.#records.update(snapshot);
+        const unchanged = unchangedCount();
         // begin reads the messages here and runs the core's work (offloads, the store's
         // writes, an extractive summary) on the libuv pool; so does finish when a summary is
         // to be folded in. The event loop only reads and builds messages.
-        job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null, unchanged);
+        job = await this.#native.begin(snapshot, toolTokens, summarizeFn !== null, unchanged,
+          vouched);
       } catch (err) {
         // The records may no longer describe the history the addon kept (a getter threw half
         // way, or a message was refused): the next begin() reads every message.
         this.#records.reset();
+        this.#keptBy = null;
         throw err;
       }
       if (signal && signal.aborted) throw abortError(signal);
@@ -589,9 +668,11 @@ class Compactor {
     this.#native.observeUsage(tokens);
   }
 
-  /** Forgets the session state (checkpoint, coverage, offloads); the audit log stays. */
+  /** Forgets the session state (checkpoint, coverage, offloads) and the appended messages;
+   * the audit log stays. */
   reset() {
     this.#native.reset();
+    this.#session = [];
   }
 
   /** Frees the native state now; every later call throws CK_ECLOSED. */

@@ -1131,11 +1131,12 @@ static napi_value op_launch(napi_env env, compactor_op *tmpl, napi_value this_ar
  * begin_compaction()). `unchanged` says how many leading messages are, field for field, those
  * the last begin() of this compactor read (index.js checks that); they are not read again.
  * A wrong count would make the view of stale messages, so 0, which reads every message, is
- * what a caller that has not checked must pass.
+ * what a caller that has not checked must pass. With `vouched` true the count is trusted in
+ * every dialect: the messages are a session's (append()), which never change once read.
  */
 static napi_value compactor_begin(napi_env env, napi_callback_info info) {
-    napi_value argv[4], this_arg;
-    if (ckjs_get_args(env, info, argv, 4, &this_arg)) return NULL;
+    napi_value argv[5], this_arg;
+    if (ckjs_get_args(env, info, argv, 5, &this_arg)) return NULL;
     ckjs_compactor *self = idle_compactor(env, this_arg);
     if (!self) return NULL;
     if (self->job) return throw_code(env, CK_EBUSY, MSG_BUSY);
@@ -1145,8 +1146,10 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
         return ckjs_throw_type_error(env, "messages must be an array, not %s",
                                      argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
     double tool_tokens = 0, unchanged = 0;
+    bool vouched = false;
     if (get_integer(env, argv[1], "toolTokens", 0, MAX_SAFE, 0, &tool_tokens) ||
-        get_integer(env, argv[3], "unchanged", 0, MAX_SAFE, 0, &unchanged))
+        get_integer(env, argv[3], "unchanged", 0, MAX_SAFE, 0, &unchanged) ||
+        (argv[4] && get_boolean(env, argv[4], "vouched", &vouched)))
         return NULL;
     if (argv[2]) {
         napi_valuetype type;
@@ -1163,7 +1166,7 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
      * another dialect is read again whole rather than trusted on a weaker check. */
     ck_format kept = self->reuse.history ? ck_history_dialect(self->reuse.history)
                                          : CK_FORMAT_AUTO;
-    if (kept != CK_FORMAT_OPENAI && kept != CK_FORMAT_ANTHROPIC) unchanged = 0;
+    if (!vouched && kept != CK_FORMAT_OPENAI && kept != CK_FORMAT_ANTHROPIC) unchanged = 0;
     ck_history *history = reuse_take(&self->reuse, (size_t)unchanged, &from);
     ck_compactor_options o;
     ck_compactor_get_options(self->ck, &o);
@@ -1199,6 +1202,44 @@ static napi_value compactor_begin(napi_env env, napi_callback_info info) {
     op.tool_tokens = (uint64_t)tool_tokens;
     op.use_model = use_model;
     return op_launch(env, &op, this_arg, NULL);
+}
+
+/*
+ * read(messages, from): reads messages [from, n) of the array into the kept history, the one
+ * the next begin() takes (index.js's append-only session: `messages` is the session, of which
+ * the kept history holds the first `from` when index.js says so; with no history kept, or one
+ * that holds fewer, every message is read). A bad message throws, naming its index, and the
+ * kept history then holds the messages before it.
+ */
+static napi_value compactor_read(napi_env env, napi_callback_info info) {
+    napi_value argv[2], this_arg;
+    if (ckjs_get_args(env, info, argv, 2, &this_arg)) return NULL;
+    ckjs_compactor *self = idle_compactor(env, this_arg);
+    if (!self) return NULL;
+    if (self->job) return throw_code(env, CK_EBUSY, MSG_BUSY);
+    bool is_array = false;
+    if (argv[0]) NODE_API_CALL(env, napi_is_array(env, argv[0], &is_array));
+    if (!is_array)
+        return ckjs_throw_type_error(env, "messages must be an array, not %s",
+                                     argv[0] ? ckjs_type_name(env, argv[0]) : "undefined");
+    double asked = 0;
+    if (get_integer(env, argv[1], "from", 0, MAX_SAFE, 0, &asked)) return NULL;
+    size_t from = 0;
+    ck_history *history = reuse_take(&self->reuse, (size_t)asked, &from);
+    if (!history) return ckjs_fail(env, CK_ENOMEM, NULL);
+    ck_compactor_options o;
+    ck_compactor_get_options(self->ck, &o);
+    ck_error err;
+    ckjs_values values;
+    ckjs_values_init(&values, env, history, &self->reuse.paths);
+    int rc = ckjs_values_read(&values, argv[0], from, o.format, NULL, &err);
+    self->reuse.taken += values.taken;
+    self->reuse.live += string_bytes(history, from);
+    self->reuse.history = history;
+    if (rc) return ckjs_fail(env, rc, &err);
+    napi_value undefined;
+    NODE_API_CALL(env, napi_get_undefined(env, &undefined));
+    return undefined;
 }
 
 /* offload(message) -> the message with large tool results replaced by placeholders (a new
@@ -1648,6 +1689,7 @@ static napi_value read_evidence_tool(napi_env env, napi_callback_info info) {
 int ckjs_compactor_init(napi_env env, napi_value exports) {
     const napi_property_descriptor compactor_props[] = {
         METHOD("begin", compactor_begin),
+        METHOD("read", compactor_read),
         METHOD("offload", compactor_offload),
         METHOD("readEvidence", compactor_read_evidence),
         METHOD("searchEvidence", compactor_search_evidence),

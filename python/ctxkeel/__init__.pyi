@@ -144,6 +144,21 @@ class Compactor:
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         summarize: Optional[Summarize] = None,
     ) -> CompactionResult[M]: ...
+    def append(self, message: Mapping[str, Any]) -> int: ...
+    @property
+    def session(self) -> Tuple[Any, ...]: ...
+    def view(
+        self,
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        summarize: Optional[Summarize] = None,
+    ) -> CompactionResult[Any]: ...
+    async def aview(
+        self,
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        summarize: Optional[Summarize] = None,
+    ) -> CompactionResult[Any]: ...
     def offload(self, message: M) -> M: ...
     def read_evidence(
         self, ref: Union[str, "os.PathLike[str]"], *, offset: int = 0, limit: int = 200

@@ -29,6 +29,7 @@ answers cannot keep ``compact()`` from returning, nor leave the Compactor busy.
 import asyncio
 import collections.abc
 import concurrent.futures
+import copy
 import inspect
 import json
 import logging
@@ -228,6 +229,8 @@ class Compactor:
         # With host code in the core's calls, acompact runs those calls in a worker thread.
         self._host = backend is not None or callable(estimator)
         self._turns = weakref.WeakKeyDictionary()
+        self._session = []  # append(): the session's copies, all read by the core when...
+        self._session_read = False  # ...this is True
 
     def __repr__(self):
         return "Compactor(%d, session_id=%r)" % (self.options["context_window"], self.session_id)
@@ -245,8 +248,11 @@ class Compactor:
         ``HttpSummarizer`` runs its transfer without the GIL, and running out of time aborts
         the transfer.
         """
+        return self._compact(messages, tools, summarize, False)
+
+    def _compact(self, messages, tools, summarize, session):
         _check_summarize(summarize)
-        job = self._begin(messages, tools, summarize)
+        job = self._begin(messages, tools, summarize, session)
         try:
             if job.needs_summary:
                 _check_signature(summarize)
@@ -274,10 +280,13 @@ class Compactor:
         run on this loop. So the loop keeps serving other tasks while a compaction works.
         Concurrent ``acompact`` calls on one Compactor (from tasks of one loop) wait their
         turn, in order, rather than raising CK_EBUSY."""
+        return await self._acompact(messages, tools, summarize, False)
+
+    async def _acompact(self, messages, tools, summarize, session):
         _check_summarize(summarize)
         async with self._turn():
             job, out = await self._off_loop(self._begin_off_loop, messages, tools, summarize,
-                                            abandon=_close_first, thread=True)
+                                            session, abandon=_close_first, thread=True)
             if job is not None:
                 try:
                     _check_signature(summarize)
@@ -296,12 +305,51 @@ class Compactor:
                     job.close()
         return self._result(out)
 
-    def _begin_off_loop(self, messages, tools, summarize):
+    # ---- the append-only session -----------------------------------------------------------
+
+    def append(self, message):
+        """Adds ``message`` to this compactor's append-only session and returns the session's
+        length. The session keeps a deep copy (``copy.deepcopy``), which the core reads at
+        once: a bad message raises ``InputError`` naming its index in the session and is not
+        added. ``view`` then costs only what was appended since the last one, where
+        ``compact`` reads its whole list again. The copies are the session's: the messages a
+        view returns are those copies, to be treated as read-only."""
+        self._session.append(copy.deepcopy(message))
+        try:
+            self._core.read(self._session, len(self._session) - 1 if self._session_read else 0)
+        except BaseException:
+            self._session.pop()
+            self._session_read = False
+            raise
+        self._session_read = True
+        return len(self._session)
+
+    @property
+    def session(self):
+        """The messages appended so far (a tuple of the session's copies)."""
+        return tuple(self._session)
+
+    def view(self, *, tools=None, summarize=None):
+        """``compact`` of the append-only session: a CompactionResult for the messages
+        appended so far. Arguments as ``compact``'s."""
+        try:
+            return self._compact(self._session, tools, summarize, True)
+        finally:
+            self._session_read = self._core.has_session
+
+    async def aview(self, *, tools=None, summarize=None):
+        """``view`` for asyncio, as ``acompact`` is ``compact``'s."""
+        try:
+            return await self._acompact(self._session, tools, summarize, True)
+        finally:
+            self._session_read = self._core.has_session
+
+    def _begin_off_loop(self, messages, tools, summarize, session):
         """acompact's first step, in the worker: begin, and when no summary is needed finish
         too, so that a compaction costs the loop one wake-up (300 sessions compacting at once
         wake it 300 times, each time between its other tasks). Returns (None, the finished
         output) or (the job, None) when the summarizer has to write the checkpoint."""
-        job = self._begin(messages, tools, summarize)
+        job = self._begin(messages, tools, summarize, session)
         if job.needs_summary:
             return job, None
         try:
@@ -344,7 +392,7 @@ class Compactor:
             future.add_done_callback(lambda done: _abandoned(done, abandon))
             raise
 
-    def _begin(self, messages, tools, summarize):
+    def _begin(self, messages, tools, summarize, session):
         messages = _as_list(messages)
         tools = _as_list(tools)
         if tools is None:
@@ -354,7 +402,8 @@ class Compactor:
         else:
             raise TypeError("ctxkeel: tools must be a list or None, not %s"
                             % type(tools).__name__)
-        return self._core.begin(messages, tool_tokens, extractive=summarize is None)
+        return self._core.begin(messages, tool_tokens, extractive=summarize is None,
+                                session=session)
 
     @staticmethod
     def _request(job):
@@ -474,8 +523,11 @@ class Compactor:
         self._core.observe_usage(usage)
 
     def reset(self):
-        """Forgets the session state (checkpoint, coverage, offloads); the audit log stays."""
+        """Forgets the session state (checkpoint, coverage, offloads) and the appended
+        messages; the audit log stays."""
         self._core.reset()
+        self._session = []
+        self._session_read = False
 
     @property
     def session_id(self):

@@ -232,7 +232,39 @@ function toAnthropic(messages) {
   return out;
 }
 
+/** What a call gave: { result } or, when it threw, { code, message }. */
+async function outcome(call) {
+  try {
+    return { result: await call() };
+  } catch (err) {
+    return { code: err.code ?? err.name, message: err.message };
+  }
+}
+
+/**
+ * Two outcomes are one answer: the same error code, or the same tier, token counts and
+ * messages (JSON compared; assert.ok rather than deepEqual, since a diff of
+ * histories with 200 KB outputs, made again at every shrinking step of a property, would take
+ * gigabytes).
+ */
+function assertSameOutcome(got, want, what) {
+  assert.equal(got.code, want.code, `${what}: error (${got.message} / ${want.message})`);
+  if (want.code) return;
+  const a = got.result;
+  const b = want.result;
+  assert.equal(a.tier, b.tier, `${what}: tier`);
+  assert.equal(a.tokensBefore, b.tokensBefore, `${what}: tokensBefore`);
+  assert.equal(a.tokensAfter, b.tokensAfter, `${what}: tokensAfter`);
+  assert.equal(a.messages.length, b.messages.length, `${what}: messages`);
+  a.messages.forEach((m, i) => {
+    assert.ok(m === b.messages[i] || JSON.stringify(m) === JSON.stringify(b.messages[i]),
+      `${what}: message ${i} differs`);
+  });
+}
+
 module.exports = {
+  outcome,
+  assertSameOutcome,
   ctxkeel,
   repoRoot,
   STUB,

@@ -64,7 +64,9 @@ def test_text_signatures():
     assert sig(ctxkeel.parse_anchors) == "(text)"
     assert sig(ctxkeel.merge_anchors) == "(old, new)"
     assert sig(ctxkeel.read_evidence_tool) == "(format='openai')"
-    assert sig(_ext.Compactor.begin) == "(self, messages, tool_tokens=0, /, *, extractive=False)"
+    assert sig(_ext.Compactor.begin) == (
+        "(self, messages, tool_tokens=0, /, *, extractive=False, session=False)")
+    assert sig(_ext.Compactor.read) == "(self, messages, from_, /)"
     assert sig(_ext.Compactor.read_evidence) == "(self, /, ref, *, offset=0, limit=200)"
     for func in (ctxkeel.estimate_tokens, ctxkeel.check_pairs, ctxkeel.repair_pairs,
                  ctxkeel.parse_anchors, ctxkeel.merge_anchors, ctxkeel.read_evidence_tool,

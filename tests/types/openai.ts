@@ -78,3 +78,11 @@ export function withHttp(history: ChatCompletionMessageParam[]): Promise<Compact
   const summarizer = new HttpSummarizer({ baseUrl: 'https://api.openai.com/v1', model: 'gpt-5-mini' });
   return compactor.compact(history, { summarize: summarizer });
 }
+
+// The append-only session: the host appends each message once and sends the view.
+export async function sessionTurn(message: ChatCompletionMessageParam): Promise<number> {
+  const length: number = compactor.append(message);
+  const view = await compactor.view<ChatCompletionMessageParam>({ tools });
+  await client.chat.completions.create({ model: 'gpt-5-mini', messages: view.messages, tools });
+  return length + compactor.session.length;
+}

@@ -61,3 +61,11 @@ async def aturn(history: List[ChatCompletionMessageParam]) -> List[ChatCompletio
     result = await compactor.acompact(history, summarize=ctxkeel.HttpSummarizer(
         "https://api.openai.com/v1", "gpt-5-mini"))
     return result.messages
+
+
+def session_turn(message: ChatCompletionMessageParam) -> int:
+    # The append-only session: each message appended once, the view sent.
+    length: int = compactor.append(message)
+    view = compactor.view(tools=tools, summarize=summarize)
+    client.chat.completions.create(model="gpt-5-mini", messages=view.messages, tools=tools)
+    return length + len(compactor.session)

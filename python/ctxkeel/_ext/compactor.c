@@ -230,6 +230,14 @@ static int leave(ck_py_compactor *self) {
 static void job_close(ck_py_compaction *job) {
     ck_compaction_free(job->c);
     job->c = NULL;
+    ck_py_compactor *owner = job->owner;
+    if (job->from_session && owner && !owner->has_session && job->ph.h) {
+        /* Given back for the next view: the session only grows. */
+        owner->session = job->ph;
+        owner->has_session = 1;
+        memset(&job->ph, 0, sizeof job->ph);
+    }
+    job->from_session = 0;
     ck_py_history_dispose(&job->ph);
     if (job->holds_busy && job->owner) release(job->owner);
     job->holds_busy = 0;
@@ -1005,7 +1013,18 @@ static int compactor_traverse(PyObject *op, visitproc visit, void *arg) {
     ck_py_compactor *self = (ck_py_compactor *)op;
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(self->backend);
+    if (self->has_session) {
+        int rc = ck_py_history_traverse(&self->session, visit, arg);
+        if (rc) return rc;
+    }
     return ck_py_host_traverse(&self->host, visit, arg);
+}
+
+/* Lets go of the session's history (its objects stay in the Python layer's list). */
+static void session_drop(ck_py_compactor *self) {
+    if (!self->has_session) return;
+    self->has_session = 0;
+    ck_py_history_dispose(&self->session);
 }
 
 static int compactor_clear(PyObject *op) {
@@ -1013,6 +1032,7 @@ static int compactor_clear(PyObject *op) {
     /* The core may still call back (through a Compaction in the same garbage cycle); with
      * the callables gone the callbacks fail instead. */
     Py_CLEAR(self->backend);
+    session_drop(self);
     ck_py_host_clear(&self->host);
     return 0;
 }
@@ -1070,7 +1090,7 @@ static int begin_in_core(ck_py_compactor *self, ck_py_compaction *job, uint64_t 
  * a vectorcall: begin() runs before every model call, and PyArg_ParseTupleAndKeywords took
  * as long as reading a short history. Returns 0, or -1 with TypeError set. */
 static int begin_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                      PyObject **messages, PyObject **tool_obj, int *extractive) {
+                      PyObject **messages, PyObject **tool_obj, int *extractive, int *session) {
     if (nargs < 1 || nargs > 2) {
         PyErr_Format(PyExc_TypeError, "begin() takes 1 or 2 positional arguments (%zd given)",
                      nargs);
@@ -1081,12 +1101,15 @@ static int begin_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     Py_ssize_t n_kw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t k = 0; k < n_kw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-        if (PyUnicode_CompareWithASCIIString(name, "extractive") != 0) {
+        int *flag = PyUnicode_CompareWithASCIIString(name, "extractive") == 0 ? extractive
+                    : PyUnicode_CompareWithASCIIString(name, "session") == 0  ? session
+                                                                               : NULL;
+        if (!flag) {
             PyErr_Format(PyExc_TypeError, "begin() got an unexpected keyword argument '%S'",
                          name);
             return -1;
         }
-        if ((*extractive = PyObject_IsTrue(args[nargs + k])) < 0) return -1;
+        if ((*flag = PyObject_IsTrue(args[nargs + k])) < 0) return -1;
     }
     return 0;
 }
@@ -1096,9 +1119,10 @@ static PyObject *compactor_begin(PyObject *op, PyObject *const *args, Py_ssize_t
     ck_py_compactor *self = (ck_py_compactor *)op;
     ck_module_state *st = state_of(op);
     PyObject *messages, *tool_obj;
-    int extractive = 0;
+    int extractive = 0, session = 0;
     unsigned long long tool_tokens = 0;
-    if (begin_args(args, nargs, kwnames, &messages, &tool_obj, &extractive) < 0) return NULL;
+    if (begin_args(args, nargs, kwnames, &messages, &tool_obj, &extractive, &session) < 0)
+        return NULL;
     if (tool_obj &&
         to_uint(st, tool_obj, "tool_tokens", 0, UINT64_MAX, MSG_NOT_NEGATIVE, &tool_tokens) < 0)
         return NULL;
@@ -1118,11 +1142,20 @@ static PyObject *compactor_begin(PyObject *op, PyObject *const *args, Py_ssize_t
     job->in_core = 0;
     job->close_asked = 0;
     job->format = CK_FORMAT_AUTO;
+    job->from_session = 0;
     memset(&job->ph, 0, sizeof job->ph);
     PyObject_GC_Track((PyObject *)job);
-    if (ck_py_history_init(&job->ph, st) < 0 ||
-        ck_py_history_read_list(&job->ph, messages, self->format) < 0)
+    if (session && self->has_session && PyList_Check(messages) &&
+        PyList_GET_SIZE(messages) == (Py_ssize_t)ck_history_count(self->session.h)) {
+        /* The session's messages, every one read by read() already. */
+        job->ph = self->session;
+        self->has_session = 0;
+        memset(&self->session, 0, sizeof self->session);
+    } else if ((session && (session_drop(self), 0)) || ck_py_history_init(&job->ph, st) < 0 ||
+               ck_py_history_read_list(&job->ph, messages, self->format) < 0) {
         goto error;
+    }
+    job->from_session = session;
     job->format = self->format;
     ck_error err;
     int rc;
@@ -1137,6 +1170,39 @@ error:
     /* The dealloc closes the job, which frees the busy flag. */
     Py_DECREF(job);
     return NULL;
+}
+
+/* read(messages, from): reads messages [from, n) of the list (the append-only session's)
+ * into the session's history, which holds the first `from` of them when the Python layer says
+ * so (with none kept, or fewer, every message is read). A bad message raises, naming its
+ * index; the history then holds the messages before it. */
+static PyObject *compactor_read(PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
+    ck_py_compactor *self = (ck_py_compactor *)op;
+    ck_module_state *st = state_of(op);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "read() takes 2 positional arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyList_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "ctxkeel: messages must be a list, not %.200s",
+                            Py_TYPE(args[0])->tp_name);
+    unsigned long long from = 0;
+    if (to_uint(st, args[1], "from", 0, UINT64_MAX, MSG_NOT_NEGATIVE, &from) < 0) return NULL;
+    if (claim(self) < 0) return NULL;
+    if (!self->has_session || from > ck_history_count(self->session.h)) from = 0;
+    if (from == 0) session_drop(self);
+    if (!self->has_session) {
+        if (ck_py_history_init(&self->session, st) < 0) {
+            release(self);
+            return NULL;
+        }
+        self->has_session = 1;
+    }
+    ck_history_truncate(self->session.h, (size_t)from);
+    int rc = ck_py_history_read_more(&self->session, args[0], (size_t)from, self->format);
+    release(self);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *compactor_offload(PyObject *op, PyObject *message) {
@@ -1351,6 +1417,11 @@ static PyObject *compactor_get_usage_factor(PyObject *op, void *closure) {
     return PyFloat_FromDouble(ck_compactor_usage_factor(((ck_py_compactor *)op)->ck));
 }
 
+static PyObject *compactor_get_has_session(PyObject *op, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(((ck_py_compactor *)op)->has_session);
+}
+
 static PyObject *compactor_get_busy(PyObject *op, void *closure) {
     (void)closure;
     return PyBool_FromLong(((ck_py_compactor *)op)->busy);
@@ -1446,12 +1517,14 @@ PyDoc_STRVAR(compactor_doc,
              "(credentials from AWS_*), which then holds evidence, audit records and state.\n"
              "Wrong types raise TypeError; bad values raise InputError naming the option.");
 PyDoc_STRVAR(begin_doc,
-             "begin($self, messages, tool_tokens=0, /, *, extractive=False)\n--\n\n"
+             "begin($self, messages, tool_tokens=0, /, *, extractive=False, session=False)\n"
+             "--\n\n"
              "Starts a compaction of messages (a list of message dicts, never modified) and\n"
              "returns it as a Compaction; the Compactor is busy until it is finished or\n"
              "closed. tool_tokens is the cost of the tool schemas sent with the request.\n"
              "With extractive=True the built-in summarizer is used and the compaction is\n"
-             "finished at once (finish() then only builds the result).");
+             "finished at once (finish() then only builds the result). With session=True,\n"
+             "messages is the append-only session's list, which read() read already.");
 PyDoc_STRVAR(offload_doc,
              "offload($self, message, /)\n--\n\n"
              "The tool-time gate: stores each tool result of message longer than\n"
@@ -1479,6 +1552,9 @@ PyDoc_STRVAR(observe_usage_doc,
              "The prompt tokens the provider counted for the last view returned. Their ratio\n"
              "to ctxkeel's estimate corrects later tier decisions (see usage_factor). 0 is\n"
              "ignored.");
+PyDoc_STRVAR(read_doc, "read($self, messages, from_, /)\n--\n\n"
+                       "Reads messages[from_:] of the append-only session's list into the\n"
+                       "session's history (the first from_ are read already).");
 PyDoc_STRVAR(reset_doc, "reset($self, /)\n--\n\n"
                         "Forgets the session state (checkpoint, coverage, offloads); the audit\n"
                         "log stays.");
@@ -1489,6 +1565,12 @@ static PyMethodDef compactor_methods[] = {
         .ml_meth = (PyCFunction)(void (*)(void))compactor_begin,
         .ml_flags = METH_FASTCALL | METH_KEYWORDS,
         .ml_doc = begin_doc,
+    },
+    {
+        .ml_name = "read",
+        .ml_meth = (PyCFunction)(void (*)(void))compactor_read,
+        .ml_flags = METH_FASTCALL,
+        .ml_doc = read_doc,
     },
     {
         .ml_name = "offload",
@@ -1544,6 +1626,11 @@ static PyGetSetDef compactor_getset[] = {
         .name = "busy",
         .get = compactor_get_busy,
         .doc = "True while a Compaction begun on this compactor is open.",
+    },
+    {
+        .name = "has_session",
+        .get = compactor_get_has_session,
+        .doc = "True when the session's history (read()) is kept for the next view.",
     },
     {
         .name = "options",

@@ -159,6 +159,12 @@ int ck_py_history_init(ck_py_history *ph, ck_module_state *st);
  * field. Returns 0, or -1 with an exception set. */
 int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format format);
 
+/* Reads messages [from, n) of the list `messages` into a history that holds [0, from) of it
+ * already, read from the same message objects (an append-only session's copies): the list's
+ * tuple becomes the snapshot. Errors as ck_py_history_read_list(); the history then holds the
+ * messages before the one that failed. Returns 0, or -1 with an exception set. */
+int ck_py_history_read_more(ck_py_history *ph, PyObject *messages, size_t from, ck_format format);
+
 /* Reads one message dict as a one-message history. Returns 0, or -1 with an exception set. */
 int ck_py_history_read_message(ck_py_history *ph, PyObject *message, ck_format format);
 
@@ -265,6 +271,10 @@ typedef struct ck_py_compactor {
     ck_format format; /* the format option, for reading single messages in offload() */
     ck_py_host host;  /* the counter and backend the core calls back; ctx of both */
     PyObject *backend; /* the backend object as given, or NULL (shown in options) */
+    /* The append-only session's history (read()), while no Compaction holds it: a begin()
+     * with session=True takes it, and the Compaction gives it back when it closes. */
+    ck_py_history session;
+    int has_session;
 } ck_py_compactor;
 
 /* _ext.Compaction: one compaction in progress. It owns the ck_compaction and the history the
@@ -282,6 +292,7 @@ typedef struct ck_py_compaction {
     int done_in_core; /* begun with extractive=True: the core finished it already */
     int in_core;      /* a core call on `c` runs (request, finish): close() must wait */
     int close_asked;  /* close() was called meanwhile; the call closes the job when done */
+    int from_session; /* ph is owner's session history, to give back on close */
 } ck_py_compaction;
 
 /* Creates the Compactor and Compaction types in `st` and adds Compactor, TIERS and

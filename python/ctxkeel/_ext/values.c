@@ -261,14 +261,14 @@ static ck_host_reader py_reader(ck_py_history *ph) {
 }
 
 /* Reads the messages of the snapshot in `format`. */
-static int read_snapshot(ck_py_history *ph, ck_format format) {
+static int read_snapshot(ck_py_history *ph, size_t from, ck_format format) {
     ck_host_reader r = py_reader(ph);
     ck_error err;
     /* Reading can run Python code (a key's __eq__, a value's JSON encoding) that calls
      * ctxkeel again; the guard turns unbounded re-entry into RecursionError rather than a
      * crash. */
     if (Py_EnterRecursiveCall(" while reading messages in ctxkeel")) return -1;
-    int rc = ck_history_read(ph->h, &r, value_of(ph->snapshot), 0, format, &ph->format, &err);
+    int rc = ck_history_read(ph->h, &r, value_of(ph->snapshot), from, format, &ph->format, &err);
     Py_LeaveRecursiveCall();
     return rc ? history_raise(ph, rc, &err) : 0;
 }
@@ -277,7 +277,7 @@ int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format for
     if (PyTuple_Check(messages)) {
         Py_INCREF(messages); /* a tuple is a snapshot already */
         ph->snapshot = messages;
-        return read_snapshot(ph, format);
+        return read_snapshot(ph, 0, format);
     }
     if (!PyList_Check(messages)) {
         PyErr_Format(PyExc_TypeError, MSG_NOT_A_LIST, Py_TYPE(messages)->tp_name);
@@ -285,7 +285,16 @@ int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format for
     }
     ph->snapshot = PyList_AsTuple(messages);
     if (!ph->snapshot) return -1;
-    return read_snapshot(ph, format);
+    return read_snapshot(ph, 0, format);
+}
+
+int ck_py_history_read_more(ck_py_history *ph, PyObject *messages, size_t from, ck_format format) {
+    PyObject *snapshot = PyList_AsTuple(messages);
+    if (!snapshot) return -1;
+    /* The history's values of messages [0, from) are items of the old snapshot, which the
+     * new one holds too (the list starts with the same objects). */
+    Py_XSETREF(ph->snapshot, snapshot);
+    return read_snapshot(ph, from, format);
 }
 
 int ck_py_list_is_tools(ck_module_state *st, PyObject *list) {
@@ -314,7 +323,7 @@ int ck_py_history_read_message(ck_py_history *ph, PyObject *message, ck_format f
     ph->single = 1;
     ph->snapshot = PyTuple_Pack(1, message);
     if (!ph->snapshot) return -1;
-    return read_snapshot(ph, format);
+    return read_snapshot(ph, 0, format);
 }
 
 void ck_py_history_dispose(ck_py_history *ph) {
