@@ -54,7 +54,8 @@
 
 /* A part read from snake_case spellings (private to this file): new parts follow it. */
 #define GEMINI_SNAKE (1u << 20)
-/* A response read without an id, until its turn is read whole (gemini_pair_responses). */
+/* A call or response read without an id, until its turn is read whole (gemini_name_calls,
+ * gemini_pair_responses). */
 #define GEMINI_NO_ID (1u << 21)
 
 /* The value of a part's field in either spelling: 1 camelCase, 2 snake_case, 0 absent. */
@@ -80,17 +81,6 @@ static int gemini_detect(ck__rd *rd, ck_value msg) {
     return 2;
 }
 
-/* How many parts of message `msg` (read so far) are of `kind` and named `name`. */
-static size_t gemini_count_named(const ck_history *h, size_t msg, ck_part_kind kind,
-                                 const char *name, size_t name_len) {
-    const ck_part *parts = ck__msg_parts(h, msg);
-    size_t n = 0;
-    for (size_t j = 0; j < h->msgs[msg].n_parts; j++)
-        n += parts[j].kind == kind && parts[j].name_len == name_len &&
-             memcmp(parts[j].name, name, name_len) == 0;
-    return n;
-}
-
 /* A made id "<name>#<k>@<msg>" in the history's storage. */
 static int gemini_made_id(ck__rd *rd, ck_part *p, size_t k, size_t msg) {
     char tail[48];
@@ -105,10 +95,33 @@ static int gemini_made_id(ck__rd *rd, ck_part *p, size_t k, size_t msg) {
     return CK_OK;
 }
 
-/* The made id of a call without one (see the manual above). */
-static int gemini_fill_id(ck__rd *rd, ck_part *p) {
-    size_t me = rd->h->n_msgs - 1;
-    return gemini_made_id(rd, p, gemini_count_named(rd->h, me, p->kind, p->name, p->name_len), me);
+/* The made ids of the calls of the turn just read that had none (GEMINI_NO_ID; see the manual
+ * above): k counts the calls of the same name before it in the turn. One pass, a count per
+ * name, so a turn of many unnamed calls stays linear. */
+static int gemini_name_calls(ck__rd *rd) {
+    ck_history *h = rd->h;
+    size_t me = h->n_msgs - 1, n = h->msgs[me].n_parts, missing = 0;
+    ck_part *parts = h->parts + h->msgs[me].first_part;
+    for (size_t j = 0; j < n; j++)
+        missing += parts[j].kind == CK_PART_TOOL_CALL && (parts[j].flags & GEMINI_NO_ID);
+    if (!missing) return CK_OK;
+    ck__idmap count;
+    int rc = ck__idmap_init(&count, n) ? ck__rd_fail(rd, CK_ENOMEM, NULL, NULL) : CK_OK;
+    for (size_t j = 0; j < n && !rc; j++) {
+        ck_part *p = &parts[j];
+        if (p->kind != CK_PART_TOOL_CALL) continue;
+        size_t k = ck__idmap_get(&count, p->name, p->name_len);
+        k = k == SIZE_MAX ? 0 : k;
+        if (ck__idmap_set(&count, p->name, p->name_len, k + 1) < 0)
+            rc = ck__rd_fail(rd, CK_ENOMEM, NULL, NULL);
+        else if (p->flags & GEMINI_NO_ID) {
+            p->flags &= ~GEMINI_NO_ID;
+            rc = gemini_made_id(rd, p, k, me);
+        }
+    }
+    ck__idmap_dispose(&count);
+    ck__history_rehash(h, me); /* the ids were set after the parts were added */
+    return rc;
 }
 
 /* The ids of the responses of the turn just read that had none (GEMINI_NO_ID), in order:
@@ -210,9 +223,7 @@ static int gemini_read_fn(ck__rd *rd, ck_value fn, size_t k, const char *field, 
             (rc = ck__rd_text_or_json(rd, v, &p->text, &p->text_len, where)))
             return rc;
     }
-    if (p->id_len) return CK_OK;
-    if (p->kind == CK_PART_TOOL_CALL) return gemini_fill_id(rd, p);
-    p->flags |= GEMINI_NO_ID; /* paired once the turn is read whole */
+    if (!p->id_len) p->flags |= GEMINI_NO_ID; /* named or paired once the turn is read whole */
     return CK_OK;
 }
 
@@ -281,6 +292,7 @@ static int gemini_read(ck__rd *rd, ck_value msg) {
         ck_value item;
         if (!(rc = ck__rd_item(rd, parts, k, &item))) rc = gemini_read_part(rd, item, k);
     }
+    if (!rc) rc = gemini_name_calls(rd);
     return rc ? rc : gemini_pair_responses(rd);
 }
 

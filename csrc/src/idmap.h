@@ -18,7 +18,8 @@ typedef struct ck__idmap {
     size_t count;
 } ck__idmap;
 
-/* 64-bit hash of a byte string (FNV-1a folded with a final mix). */
+/* 64-bit hash of a byte string, eight bytes a step, with a final avalanche (not a stable
+ * format: only ever kept in memory). */
 uint64_t ck__hash_bytes(const char *s, size_t len);
 
 /* Prepares an empty map sized for `expected` keys. Returns 0 or -1 (out of memory). */

@@ -72,6 +72,11 @@ static inline const ck_part *ck__msg_parts(const ck_history *h, size_t i) {
 
 void ck__json_doc_free(ck__json_doc *doc);
 
+/* The reader of the core's own JSON values (json.c): a ck_value's ptr is a const ck__jval *
+ * (NULL: absent). No length callback: strings are borrowed from the document. JSON text made
+ * for a value (`json`) is kept in `h`, which may be NULL for a reader that never asks. */
+ck_host_reader ck__json_reader(ck_history *h);
+
 /* ---- tool-call pairing (pairs.c) ---- */
 
 /* One change the pairing repair makes: `kind` to part `part` (global index) of message `msg`. */

@@ -95,6 +95,11 @@ static int json_json(void *ctx, ck_value v, const char **s, size_t *len) {
     return copy ? CK_OK : CK_ENOMEM;
 }
 
+ck_host_reader ck__json_reader(ck_history *h) {
+    return (ck_host_reader){h,           json_kind,    json_field, json_count, json_item,
+                            json_string, json_boolean, json_json,  NULL};
+}
+
 static ck_history *json_parse(const char *text, size_t len, ck_format format, ck_error *err) {
     ck__error_clear(err);
     if (!text && len) {
@@ -134,8 +139,7 @@ static ck_history *json_parse(const char *text, size_t len, ck_format format, ck
     }
     if (!rc) {
         /* No length callback: strings are borrowed from the document, never copied. */
-        ck_host_reader r = {h,         json_kind,   json_field,   json_count, json_item,
-                            json_string, json_boolean, json_json, NULL};
+        ck_host_reader r = ck__json_reader(h);
         rc = ck_history_read(h, &r, json_wrap(doc->messages), 0, format, NULL, err);
     }
     if (rc) {

@@ -1,5 +1,6 @@
 /* Status codes, the allocator hook, UTF-8 checks, the history API and token counts. */
 #include "harness.h"
+#include "../../csrc/src/idmap.h"
 
 TEST(status_codes) {
     /* Every code from the list has a distinct name and a text; unknown codes are marked. */
@@ -228,4 +229,51 @@ TEST(host_ids_echo) {
     ck_history_free(h);
 }
 
-HARNESS_MAIN(RUN(status_codes) RUN(utf8_checks) RUN(history_api) RUN(history_truncate) RUN(tokens) RUN(host_ids_echo))
+/* The id map: keys that differ only in their length (trailing zero bytes), in one byte at any
+ * position, or that are empty are all distinct; put keeps a present value, set replaces it;
+ * the table grows past its first size and every key is still found. */
+TEST(idmap) {
+    enum { N = 3000 };
+    static char keys[N][48];
+    static size_t lens[N];
+    size_t n = 0;
+    for (size_t len = 0; len <= 40 && n < N; len++) { /* "", "\0", "\0\0", ... */
+        memset(keys[n], 0, sizeof keys[n]);
+        lens[n++] = len;
+    }
+    for (size_t pos = 0; pos < 40; pos++) /* one byte flipped at each position of a 40-byte id */
+        for (int bit = 0; bit < 8 && n < N; bit++) {
+            memset(keys[n], 'a', 40);
+            keys[n][pos] ^= (char)(1 << bit);
+            lens[n++] = 40;
+        }
+    memset(keys[n], 'a', 40);
+    lens[n++] = 40;
+    while (n < N) { /* call_0 ... as some servers name every call, and longer ids */
+        int len = snprintf(keys[n], sizeof keys[n], n % 2 ? "call_%zu" : "toolu_01%038zu", n);
+        lens[n++] = (size_t)len;
+    }
+    ck__idmap m;
+    OK(ck__idmap_init(&m, 4) == 0);
+    for (size_t i = 0; i < N; i++) OK(ck__idmap_put(&m, keys[i], lens[i], i) == 1);
+    INT_EQ(m.count, N);
+    for (size_t i = 0; i < N; i++) INT_EQ(ck__idmap_get(&m, keys[i], lens[i]), i);
+    OK(ck__idmap_put(&m, keys[7], lens[7], 99999) == 0);
+    INT_EQ(ck__idmap_get(&m, keys[7], lens[7]), 7);
+    OK(ck__idmap_set(&m, keys[7], lens[7], 99999) == 0);
+    INT_EQ(ck__idmap_get(&m, keys[7], lens[7]), 99999);
+    INT_EQ(ck__idmap_get(&m, "absent", 6), SIZE_MAX);
+    INT_EQ(m.count, N);
+    /* Hashes of distinct keys here all differ (64 bits: a collision would be a broken hash). */
+    static uint64_t hashes[N];
+    for (size_t i = 0; i < N; i++) hashes[i] = ck__hash_bytes(keys[i], lens[i]);
+    size_t same = 0;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = i + 1; j < N; j++) same += hashes[i] == hashes[j];
+    INT_EQ(same, 0);
+    ck__idmap_dispose(&m);
+    INT_EQ(ck__idmap_get(&m, keys[0], lens[0]), SIZE_MAX);
+}
+
+HARNESS_MAIN(RUN(status_codes) RUN(utf8_checks) RUN(history_api) RUN(history_truncate) RUN(tokens) RUN(host_ids_echo)
+             RUN(idmap))

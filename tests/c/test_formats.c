@@ -7,6 +7,7 @@
 
 #include "util.h"
 
+#include "../../csrc/src/internal.h"
 #include "../../csrc/src/json.h"
 
 static const char *formats_dir(void) {
@@ -320,4 +321,63 @@ TEST(every_case_of_every_dialect) {
     OK(cases >= 2);
 }
 
-HARNESS_MAIN(RUN(every_case_of_every_dialect))
+/* ---- ck_list_is_tools, over the reader of the core's own JSON values ---- */
+
+/* The core's item(), failing with the status in *ctx at item 1 when that is not CK_OK (the
+ * reader's own ctx is a history, which ck_list_is_tools never needs). */
+static int tools_item(void *ctx, ck_value v, size_t i, ck_value *out) {
+    const int *fail = ctx;
+    if (*fail && i == 1) return *fail;
+    return ck__json_reader(NULL).item(NULL, v, i, out);
+}
+
+/* ck_list_is_tools() of JSON text, with a reader whose item() fails with `fail` at item 1. */
+static int tools_of(const char *json, int fail) {
+    ck_error err;
+    ck__jread_options o = {0, 0};
+    ck__jdoc *d = ck__jread(json, strlen(json), o, &err);
+    if (!d) {
+        fprintf(stderr, "tools_of: bad test JSON %s\n", json);
+        return -1000;
+    }
+    ck_host_reader r = ck__json_reader(NULL);
+    r.ctx = &fail;
+    r.item = tools_item;
+    int got = ck_list_is_tools(&r, (ck_value){(void *)ck__jdoc_root(d), 0});
+    ck__jdoc_free(d);
+    return got;
+}
+
+TEST(tool_schemas_are_told_from_messages) {
+    /* Tool schemas of the providers: Chat Completions, Anthropic, Responses, Gemini. */
+    INT_EQ(tools_of("[{\"type\":\"function\",\"function\":{\"name\":\"read_file\","
+                    "\"parameters\":{\"type\":\"object\"}}}]", 0), 1);
+    INT_EQ(tools_of("[{\"name\":\"bash\",\"description\":\"Runs a command\","
+                    "\"input_schema\":{\"type\":\"object\"}},{\"name\":\"grep\"}]", 0), 1);
+    INT_EQ(tools_of("[{\"type\":\"function\",\"name\":\"bash\",\"parameters\":{}}]", 0), 1);
+    INT_EQ(tools_of("[{\"functionDeclarations\":[{\"name\":\"bash\"}]}]", 0), 1);
+    /* Messages of every dialect, alone or after a schema. */
+    INT_EQ(tools_of("[{\"role\":\"user\",\"content\":\"hi\"}]", 0), 0);
+    INT_EQ(tools_of("[{\"name\":\"bash\"},{\"role\":\"tool\",\"content\":\"x\"}]", 0), 0);
+    INT_EQ(tools_of("[{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"bash\","
+                    "\"arguments\":\"{}\"}]", 0), 0);
+    INT_EQ(tools_of("[{\"type\":\"function_call_output\",\"call_id\":\"c1\","
+                    "\"output\":\"ok\"}]", 0), 0);
+    INT_EQ(tools_of("[{\"parts\":[{\"functionCall\":{\"name\":\"bash\"}}]}]", 0), 0);
+    INT_EQ(tools_of("[{\"type\":\"human\",\"content\":\"hi\"}]", 0), 0);
+    INT_EQ(tools_of("[{\"type\":\"ai\",\"data\":{\"content\":\"ok\"}}]", 0), 0);
+    /* Not a list of objects, or nothing in it. */
+    INT_EQ(tools_of("[]", 0), 0);
+    INT_EQ(tools_of("{\"name\":\"bash\"}", 0), 0);
+    INT_EQ(tools_of("[{\"name\":\"bash\"},1]", 0), 0);
+    INT_EQ(tools_of("[\"bash\"]", 0), 0);
+    /* A host's failure is passed back as it is; before it fails, none is asked. */
+    INT_EQ(tools_of("[{\"name\":\"bash\"},{\"name\":\"grep\"}]", CK_ENOMEM), CK_ENOMEM);
+    INT_EQ(tools_of("[{\"name\":\"bash\"}]", CK_ENOMEM), 1);
+    /* Without the callbacks it needs, a reader has no tools to tell. */
+    ck_host_reader none = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    INT_EQ(ck_list_is_tools(&none, (ck_value){NULL, 0}), 0);
+    INT_EQ(ck_list_is_tools(NULL, (ck_value){NULL, 0}), 0);
+}
+
+HARNESS_MAIN(RUN(every_case_of_every_dialect) RUN(tool_schemas_are_told_from_messages))

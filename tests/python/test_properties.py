@@ -37,11 +37,10 @@ new ones and CTXKEEL_PROP_SCALE=N multiplies the number of examples.
 
 import copy
 import json
-import os
 import time
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import ctxkeel
@@ -58,24 +57,15 @@ from compaction_support import (
     history_fits,
     is_checkpoint,
     newest_turn_folded,
+    prop_settings,
     results_of,
     synthetic_history,
     workdir,
 )
 from strategies import big_text, histories, is_damaged, reply_kinds
 
-SCALE = int(os.environ.get("CTXKEEL_PROP_SCALE", "1"))
-RANDOM = os.environ.get("CTXKEEL_PROP_RANDOM") == "1"
-
 SLOW_SLEEP = 0.3  # the slow summarizer sleeps this long ...
 SLOW_TIMEOUT = 0.05  # ... against this summarize_timeout
-
-
-def prop_settings(examples):
-    return settings(max_examples=examples * SCALE, deadline=None, database=None,
-                    derandomize=not RANDOM, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.large_base_example])
 
 
 # Every example runs in its own temporary folder: no conftest --leak-loops re-run makes sense
