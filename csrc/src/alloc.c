@@ -52,4 +52,15 @@ int ck__grow(void **ptr, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
+int ck__reserve(void **ptr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t next = *cap > SIZE_MAX / 2 || *cap * 2 < need ? need : *cap * 2;
+    if (next > SIZE_MAX / elem) return -1;
+    void *grown = ck__realloc(*ptr, next * elem);
+    if (!grown) return -1;
+    *ptr = grown;
+    *cap = next;
+    return 0;
+}
+
 void *ck_malloc(size_t size) { return ck__malloc(size ? size : 1); }

@@ -21,4 +21,8 @@ char *ck__strndup(const char *s, size_t len);
  * Returns 0, or -1 when out of memory or when the size would overflow (then *ptr is intact). */
 int ck__grow(void **ptr, size_t *cap, size_t need, size_t elem);
 
+/* Like ck__grow() for a size known ahead: the capacity becomes exactly `need` when that is
+ * more than twice the current one (a fresh array holds no doubling slack), else it doubles. */
+int ck__reserve(void **ptr, size_t *cap, size_t need, size_t elem);
+
 #endif

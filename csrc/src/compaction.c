@@ -1195,10 +1195,11 @@ static int compaction_mark_open_calls(ck_compaction *c) {
         const ck_part *parts = ck__msg_parts(h, i);
         for (size_t k = 0; k < h->msgs[i].n_parts && !rc; k++) {
             const ck_part *p = &parts[k];
+            uint64_t hash = h->id_hash[h->msgs[i].first_part + k];
             if (p->kind == CK_PART_TOOL_CALL && p->id_len) {
-                if (ck__idmap_set(&calls, p->id, p->id_len, i) < 0) rc = CK_ENOMEM;
+                if (ck__idmap_set_hashed(&calls, p->id, p->id_len, hash, i) < 0) rc = CK_ENOMEM;
             } else if (p->kind == CK_PART_TOOL_RESULT && p->id_len) {
-                size_t at = ck__idmap_get(&calls, p->id, p->id_len);
+                size_t at = ck__idmap_get_hashed(&calls, p->id, p->id_len, hash);
                 if (at == SIZE_MAX || at >= i) continue;
                 open[at + 1]++;
                 open[i + 1]--;

@@ -3,6 +3,7 @@
 
 #include "./alloc.h"
 #include "./hash.h"
+#include "./idmap.h"
 #include "./internal.h"
 
 /* Host strings copied into the history live in a chain of blocks that is freed at once. */
@@ -39,6 +40,7 @@ void ck_history_free(ck_history *self) {
     ck__free(self->inner_values);
     ck__free(self->msgs);
     ck__free(self->parts);
+    ck__free(self->id_hash);
     ck__free(self);
 }
 
@@ -120,6 +122,7 @@ void ck__history_rehash(ck_history *h, size_t i) {
     m->hash = hash_start((uint64_t)m->role + 1);
     m->content = hash_start(CONTENT_SEED);
     for (size_t k = 0; k < m->n_parts; k++) {
+        h->id_hash[m->first_part + k] = ck__hash_bytes(parts[k].id, parts[k].id_len);
         m->hash = hash_part(m->hash, &parts[k]);
         m->content = hash_part(m->content, &parts[k]);
     }
@@ -165,8 +168,11 @@ int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
         (rc = check_string(self, part->id, part->id_len, "id", err)) ||
         (rc = check_string(self, part->name, part->name_len, "name", err)))
         return rc;
-    if (ck__grow((void **)&self->parts, &self->cap_parts, self->n_parts + 1, sizeof *self->parts))
+    if (ck__grow((void **)&self->parts, &self->cap_parts, self->n_parts + 1, sizeof *self->parts) ||
+        ck__grow((void **)&self->id_hash, &self->cap_id_hash, self->n_parts + 1,
+                 sizeof *self->id_hash))
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    self->id_hash[self->n_parts] = ck__hash_bytes(part->id, part->id ? part->id_len : 0);
     ck_part *p = &self->parts[self->n_parts++];
     *p = *part;
     /* Empty strings are normalised to a non-NULL pointer so readers never test for NULL. */
@@ -178,6 +184,21 @@ int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
     m->hash = hash_part(m->hash, p);
     m->content = hash_part(m->content, p);
     return CK_OK;
+}
+
+/* Shrinks an array of `elem` byte items to `n` when more than an eighth of it is unused. */
+static void fit(void **ptr, size_t *cap, size_t n, size_t elem) {
+    if (!*ptr || !n || *cap - n <= *cap / 8) return;
+    void *fitted = ck__realloc(*ptr, n * elem);
+    if (!fitted) return; /* the larger array is still there */
+    *ptr = fitted;
+    *cap = n;
+}
+
+void ck__history_fit_parts(ck_history *h) {
+    fit((void **)&h->parts, &h->cap_parts, h->n_parts, sizeof *h->parts);
+    fit((void **)&h->part_values, &h->cap_part_values, h->n_parts, sizeof *h->part_values);
+    fit((void **)&h->id_hash, &h->cap_id_hash, h->n_parts, sizeof *h->id_hash);
 }
 
 size_t ck_history_count(const ck_history *self) { return self ? self->n_msgs : 0; }

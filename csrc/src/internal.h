@@ -46,6 +46,11 @@ struct ck_history {
     size_t n_msgs, cap_msgs;
     ck_part *parts;
     size_t n_parts, cap_parts;
+    /* Per part, ck__hash_bytes() of its id, set as the part is added (and by
+     * ck__history_rehash()), so that pairing, which looks every id up at every call, never
+     * hashes one again. */
+    uint64_t *id_hash;
+    size_t cap_id_hash;
     struct ck__arena_block *arena;
     ck__json_doc *json;
     /* Filled by ck_history_read(): the host value of each message and of each part, and the
@@ -126,6 +131,9 @@ static inline uint64_t ck__message_content(const ck_history *h, size_t i) {
 static inline uint64_t ck__message_hash(const ck_history *h, size_t i) { return h->msgs[i].hash; }
 /* Computes message i's hash again, after a reader changed one of its parts in place. */
 void ck__history_rehash(ck_history *h, size_t i);
+/* Gives back the unused capacity of the part arrays when it is more than an eighth (after a
+ * whole list was read; appending then doubles again). */
+void ck__history_fit_parts(ck_history *h);
 /* The content fingerprint of messages [0, count) of h. */
 uint64_t ck__fingerprint(const ck_history *h, size_t count);
 

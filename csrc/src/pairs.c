@@ -247,19 +247,20 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
                 if (h->msgs[i].role != CK_ROLE_ASSISTANT) rc = drop(a, CK_PAIR_MISPLACED, g);
                 else if (!p->id_len) rc = drop(a, CK_PAIR_EMPTY_ID, g);
                 if (rc || a->verdict[g] == V_DROP) continue;
-                size_t prev = ck__idmap_get(&calls, p->id, p->id_len);
+                size_t prev = ck__idmap_get_hashed(&calls, p->id, p->id_len, h->id_hash[g]);
                 if (prev != SIZE_MAX && (unique_in_request || a->part_msg[prev] == i)) {
                     rc = drop(a, CK_PAIR_DUPLICATE_CALL, g);
                     continue;
                 }
                 a->verdict[g] = V_CALL;
                 a->chain[g] = prev == SIZE_MAX ? CK_NONE : prev;
-                if (ck__idmap_set(&calls, p->id, p->id_len, g) < 0) rc = CK_ENOMEM;
+                if (ck__idmap_set_hashed(&calls, p->id, p->id_len, h->id_hash[g], g) < 0)
+                    rc = CK_ENOMEM;
             } else if (p->kind == CK_PART_TOOL_RESULT) {
                 if (h->msgs[i].role != result_role) rc = drop(a, CK_PAIR_MISPLACED, g);
                 else if (!p->id_len) rc = drop(a, CK_PAIR_EMPTY_ID, g);
                 if (rc || a->verdict[g] == V_DROP) continue;
-                size_t call = ck__idmap_get(&calls, p->id, p->id_len);
+                size_t call = ck__idmap_get_hashed(&calls, p->id, p->id_len, h->id_hash[g]);
                 if (call != SIZE_MAX && a->answer[call] == CK_NONE) {
                     rc = pair(a, call, g);
                     continue;
@@ -275,7 +276,7 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
     for (size_t j = 0; j < n_pending && !rc; j++) {
         size_t g = pending[j];
         const ck_part *p = &h->parts[g];
-        size_t newest = ck__idmap_get(&calls, p->id, p->id_len);
+        size_t newest = ck__idmap_get_hashed(&calls, p->id, p->id_len, h->id_hash[g]);
         size_t call = newest == SIZE_MAX ? CK_NONE : unanswered_call(a, newest, a->part_msg[g]);
         if (call != CK_NONE) rc = pair(a, call, g);
         else rc = drop(a, newest == SIZE_MAX ? CK_PAIR_ORPHAN_RESULT : CK_PAIR_DUPLICATE_RESULT, g);
