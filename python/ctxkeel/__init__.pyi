@@ -71,10 +71,10 @@ def repair_pairs(messages: Union[List[M], Tuple[M, ...]], *, format: Format = "a
 def parse_anchors(text: Union[str, bytes, bytearray, memoryview]) -> Tuple[Anchors, str]: ...
 def merge_anchors(old: AnchorsArg, new: AnchorsArg) -> Anchors: ...
 
-class CompactionResult(Generic[M]):
+class CompactionResult(Generic[AnyM]):
     """What Compactor.compact returns: `messages` are of the caller's own message type."""
 
-    messages: List[M]
+    messages: List[AnyM]
     tier: Tier
     record: Optional[CompactionRecord]
     tokens_before: int
@@ -85,7 +85,7 @@ class CompactionResult(Generic[M]):
     cache: RecordCache
     def __init__(
         self,
-        messages: List[M],
+        messages: List[AnyM],
         tier: Tier,
         record: Optional[CompactionRecord],
         tokens_before: int,
@@ -132,19 +132,19 @@ class Compactor:
     ) -> None: ...
     def compact(
         self,
-        messages: Sequence[M],
+        messages: Sequence[AnyM],
         *,
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         summarize: Optional[Summarize] = None,
-    ) -> CompactionResult[M]: ...
+    ) -> CompactionResult[AnyM]: ...
     async def acompact(
         self,
-        messages: Sequence[M],
+        messages: Sequence[AnyM],
         *,
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         summarize: Optional[Summarize] = None,
-    ) -> CompactionResult[M]: ...
-    def append(self, message: Mapping[str, Any]) -> int: ...
+    ) -> CompactionResult[AnyM]: ...
+    def append(self, message: Union[Mapping[str, Any], SdkMessage]) -> int: ...
     @property
     def session(self) -> Tuple[Any, ...]: ...
     def view(

@@ -40,7 +40,7 @@ from typing import Generic
 
 from . import _ext
 from ._ext import Error, HttpSummarizer, InputError, estimate_tokens
-from .types import M
+from .types import AnyM
 
 __all__ = ["Compactor", "CompactionResult"]
 
@@ -62,7 +62,81 @@ def _as_list(x):
     return list(x)
 
 
-class CompactionResult(Generic[M]):
+# ---- SDK objects in a message list ----------------------------------------------------------
+
+def _is_sdk_object(x):
+    """A pydantic model of a provider's SDK (an OpenAI ChatCompletionMessage, an Anthropic
+    TextBlock or ToolUseBlock...): what has model_dump() and is not plain data."""
+    return not isinstance(x, (dict, list, tuple, str, bytes)) and \
+        callable(getattr(x, "model_dump", None))
+
+
+def _sdk_dump(obj):
+    """An SDK object as the plain data its model_dump() gives, without the fields left None,
+    as the providers' request parameters take it."""
+    data = obj.model_dump(mode="json", exclude_none=True)
+    if not isinstance(data, dict):
+        raise TypeError("ctxkeel: %s.model_dump() gave %s, not a dict"
+                        % (type(obj).__name__, type(data).__name__))
+    return data
+
+
+def _sdk_plain(message):
+    """``message`` with SDK objects as dicts: the message itself when it is one, else the items
+    of its lists (content blocks, tool calls) that are; ``message`` itself when it holds none."""
+    if _is_sdk_object(message):
+        return _sdk_dump(message)
+    if not isinstance(message, dict):
+        return message
+    plain = None
+    for key, value in message.items():
+        if isinstance(value, list) and any(_is_sdk_object(x) for x in value):
+            if plain is None:
+                plain = dict(message)
+            plain[key] = [_sdk_dump(x) if _is_sdk_object(x) else x for x in value]
+    return message if plain is None else plain
+
+
+class _SdkMessages:
+    """A message list that holds SDK objects (``messages.append(response.choices[0].message)``,
+    or an Anthropic ``{"role": "assistant", "content": response.content}``), as the dicts the
+    core reads, and the way back: a view's message made from one of them is the caller's own
+    object; edited copies, the checkpoint and stubs are dicts, which the SDKs take as well.
+    LangChain message objects go through the langchain dialect's conversion instead, so that
+    new messages are built with LangChain's classes."""
+
+    __slots__ = ("dicts", "_origin")
+
+    def __init__(self, dicts, origin):
+        self.dicts = dicts
+        self._origin = origin
+
+    @classmethod
+    def of(cls, messages):
+        """The conversion of ``messages``, or None when it holds no SDK object."""
+        if not isinstance(messages, list):
+            return None
+        if any(_is_sdk_object(m) and type(m).__module__.startswith("langchain_core.")
+               for m in messages):
+            from .integrations._common import Converted
+            return Converted(messages)
+        dicts, origin = [], {}
+        for m in messages:
+            d = _sdk_plain(m)
+            if d is not m:
+                origin[id(d)] = m
+            dicts.append(d)
+        return cls(dicts, origin) if origin else None
+
+    def original(self, data):
+        """The caller's message ``data`` was made from, or None."""
+        return self._origin.get(id(data))
+
+    def back(self, view):
+        return [self._origin.get(id(d), d) for d in view]
+
+
+class CompactionResult(Generic[AnyM]):
     """What ``Compactor.compact`` returns.
 
     ``messages``: the list to send (unchanged messages are the caller's own objects; a
@@ -252,11 +326,11 @@ class Compactor:
 
     def _compact(self, messages, tools, summarize, session):
         _check_summarize(summarize)
-        job = self._begin(messages, tools, summarize, session)
+        job, sdk = self._begin(messages, tools, summarize, session)
         try:
             if job.needs_summary:
                 _check_signature(summarize)
-                request = self._request(job)
+                request = self._request(job, sdk)
                 if isinstance(summarize, HttpSummarizer):
                     reply, failure = _call_http(summarize, request, self._timeout)
                 else:
@@ -265,7 +339,7 @@ class Compactor:
             out = _finish_parsed(job)
         finally:
             job.close()
-        return self._result(out)
+        return self._result(out, sdk)
 
     async def acompact(self, messages, *, tools=None, summarize=None):
         """``compact`` for asyncio. ``summarize`` may be a coroutine function, a function
@@ -285,12 +359,13 @@ class Compactor:
     async def _acompact(self, messages, tools, summarize, session):
         _check_summarize(summarize)
         async with self._turn():
-            job, out = await self._off_loop(self._begin_off_loop, messages, tools, summarize,
-                                            session, abandon=_close_first, thread=True)
+            job, out, sdk = await self._off_loop(self._begin_off_loop, messages, tools,
+                                                 summarize, session, abandon=_close_first,
+                                                 thread=True)
             if job is not None:
                 try:
                     _check_signature(summarize)
-                    request = await self._off_loop(self._request, job)
+                    request = await self._off_loop(self._request, job, sdk)
                     if isinstance(summarize, HttpSummarizer):
                         reply, failure = await _call_http_async(summarize, request,
                                                                 self._timeout)
@@ -303,7 +378,7 @@ class Compactor:
                     # the job itself when it returns; the binding defers this close until
                     # then.
                     job.close()
-        return self._result(out)
+        return self._result(out, sdk)
 
     # ---- the append-only session -----------------------------------------------------------
 
@@ -314,7 +389,7 @@ class Compactor:
         added. ``view`` then costs only what was appended since the last one, where
         ``compact`` reads its whole list again. The copies are the session's: the messages a
         view returns are those copies, to be treated as read-only."""
-        self._session.append(copy.deepcopy(message))
+        self._session.append(copy.deepcopy(_sdk_plain(message)))
         try:
             self._core.read(self._session, len(self._session) - 1 if self._session_read else 0)
         except BaseException:
@@ -349,11 +424,11 @@ class Compactor:
         too, so that a compaction costs the loop one wake-up (300 sessions compacting at once
         wake it 300 times, each time between its other tasks). Returns (None, the finished
         output) or (the job, None) when the summarizer has to write the checkpoint."""
-        job = self._begin(messages, tools, summarize, session)
+        job, sdk = self._begin(messages, tools, summarize, session)
         if job.needs_summary:
-            return job, None
+            return job, None, sdk
         try:
-            return None, _finish_parsed(job)
+            return None, _finish_parsed(job), sdk
         finally:
             job.close()
 
@@ -402,20 +477,31 @@ class Compactor:
         else:
             raise TypeError("ctxkeel: tools must be a list or None, not %s"
                             % type(tools).__name__)
-        return self._core.begin(messages, tool_tokens, extractive=summarize is None,
-                                session=session)
+        try:
+            return self._core.begin(messages, tool_tokens, extractive=summarize is None,
+                                    session=session), None
+        except InputError:
+            # Only a list that the core refused is looked through for SDK objects, so a list
+            # of dicts costs nothing more.
+            sdk = None if session else _SdkMessages.of(messages)
+            if sdk is None:
+                raise
+        return self._core.begin(sdk.dicts, tool_tokens, extractive=summarize is None), sdk
 
     @staticmethod
-    def _request(job):
+    def _request(job, sdk):
         """The request handed to the summarizer: the core's, with the span as the caller's
         own message objects (from the snapshot taken when the compaction began)."""
         request = job.request()
         start, end = request.pop("span_start"), request.pop("span_end")
-        request["messages"] = list(job.snapshot[start:end])
+        span = job.snapshot[start:end]
+        request["messages"] = list(span) if sdk is None else sdk.back(span)
         return request
 
-    def _result(self, out):
+    def _result(self, out, sdk=None):
         messages, tier, record, tokens_before, tokens_after = out[:5]
+        if sdk is not None:
+            messages = sdk.back(messages)
         if record is not None and self._on_compaction is not None:
             self._tell("on_compaction", self._on_compaction, record)
         reason = record.get("fallback") if record is not None else None
@@ -897,10 +983,10 @@ async def _run(awaitable):
     return await awaitable
 
 
-def _close_first(pair):
+def _close_first(step):
     """Disposes of an abandoned first step's job, if it left one open."""
-    if pair[0] is not None:
-        pair[0].close()
+    if step[0] is not None:
+        step[0].close()
 
 
 def _finish_parsed(job):

@@ -5,6 +5,8 @@ them, and ``ctxkeel`` re-exports each name.
 Messages are whatever mappings the caller's SDK uses: the functions that return messages are
 typed with ``M``, a TypeVar bound to ``Mapping[str, Any]``, so that a list of an SDK's TypedDicts
 (openai ``ChatCompletionMessageParam``, anthropic ``MessageParam``) comes back as that type.
+``Compactor.compact`` also takes an SDK's message objects (``SdkMessage``: what has
+``model_dump()``), so its result is typed with ``AnyM``, bound to either.
 
 TypedDicts whose keys are always present list them in a total base class; the keys that only
 some records carry are in a ``total=False`` subclass (``typing.Required`` is 3.11+, and ctxkeel
@@ -30,6 +32,7 @@ from typing import (
 )
 
 __all__ = [
+    "AnyM",
     "AnchorKey",
     "Anchors",
     "AnchorsArg",
@@ -61,6 +64,7 @@ __all__ = [
     "ReplayTotals",
     "Retention",
     "RetentionPolicy",
+    "SdkMessage",
     "Summarize",
     "SummaryRequest",
     "Tier",
@@ -68,9 +72,18 @@ __all__ = [
     "ToolFormat",
 ]
 
+class SdkMessage(Protocol):
+    """A message object of a provider's SDK (a pydantic model: openai ``ChatCompletionMessage``,
+    a LangChain ``BaseMessage``), which ctxkeel reads through ``model_dump()``."""
+
+    def model_dump(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 # A message of any dialect: the caller's own mappings (dicts, an SDK's TypedDicts).
 Message = Mapping[str, Any]
 M = TypeVar("M", bound=Mapping[str, Any])
+# What compact() also takes: those, or an SDK's message objects (CompactionResult is of it).
+AnyM = TypeVar("AnyM", bound=Union[Mapping[str, Any], SdkMessage])
 
 Format = Literal["auto", "openai", "anthropic", "responses", "gemini", "ai-sdk", "langchain"]
 EstimatorName = Literal["default", "chars4", "cl100k", "o200k"]

@@ -69,3 +69,14 @@ def session_turn(message: ChatCompletionMessageParam) -> int:
     view = compactor.view(tools=tools, summarize=summarize)
     client.chat.completions.create(model="gpt-5-mini", messages=view.messages, tools=tools)
     return length + len(compactor.session)
+
+
+def sdk_objects_turn(history: List[ChatCompletionMessageParam]) -> None:
+    # The SDK's reply object itself goes into the list, as OpenAI loops append it; the view's
+    # messages are the caller's objects or dicts.
+    reply = client.chat.completions.create(model="gpt-5-mini", messages=history)
+    mixed: List[object] = []
+    messages = [*history, reply.choices[0].message]
+    result = compactor.compact(messages)
+    mixed.extend(result.messages)
+    compactor.append(reply.choices[0].message)
