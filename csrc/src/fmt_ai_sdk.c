@@ -184,9 +184,10 @@ static int aisdk_read_part(ck__rd *rd, ck_value item, size_t k, const char *in) 
 }
 
 static int aisdk_read(ck__rd *rd, ck_value msg) {
-    ck_role role;
-    ck_value content;
-    ck_value_kind ck;
+    /* Set by ck__rd_head when it succeeds; initialized for gcc -O3, which cannot see that. */
+    ck_role role = CK_ROLE_USER;
+    ck_value content = {NULL, 0};
+    ck_value_kind ck = CK_VALUE_ABSENT;
     int rc = ck__rd_head(rd, msg, &role, &content, &ck);
     if (rc) return rc;
     if ((rc = ck__rd_message(rd, msg, role, ck == CK_VALUE_STRING ? CK_MSG_STRING_CONTENT : 0)))
