@@ -447,6 +447,7 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
     /* The list's length is known, so the message arrays are sized once for it. Doubling
      * alone left up to half of each unused, and the peak of a compaction holds them all. A
      * failure here only leaves the growing to ck__grow(). */
+    int first_read = h->cap_parts == 0;
     if (n > h->n_msgs) {
         (void)ck__reserve((void **)&h->msgs, &h->cap_msgs, n, sizeof *h->msgs);
         (void)ck__reserve((void **)&h->msg_values, &h->cap_msg_values, n, sizeof *h->msg_values);
@@ -522,10 +523,11 @@ int ck_history_read(ck_history *h, const ck_host_reader *reader, ck_value list, 
     }
     if (h->dialect == CK_FORMAT_AUTO) h->dialect = CK_FORMAT_OPENAI;
     if (format_out) *format_out = h->dialect;
-    /* The parts' number was not known ahead: a whole list read fresh gives back the doubling
-     * slack (6 of the parts' 16 MiB on a 100,000-message history). A list read on from a kept
-     * prefix keeps it, so that appending stays amortized. */
-    if (from == 0) ck__history_fit_parts(h);
+    /* The parts' number was not known ahead: a history's first read gives back the doubling
+     * slack (6 of the parts' 16 MiB on a 100,000-message history). A history read again
+     * (cleared, or on from a kept prefix) keeps it: fitted, each call on a list that grew
+     * would copy the whole array to grow it again. */
+    if (first_read) ck__history_fit_parts(h);
     return CK_OK;
 }
 

@@ -132,7 +132,7 @@ static inline uint64_t ck__message_hash(const ck_history *h, size_t i) { return 
 /* Computes message i's hash again, after a reader changed one of its parts in place. */
 void ck__history_rehash(ck_history *h, size_t i);
 /* Gives back the unused capacity of the part arrays when it is more than an eighth (after a
- * whole list was read; appending then doubles again). */
+ * history's first read; reading into it again then doubles as before). */
 void ck__history_fit_parts(ck_history *h);
 /* The content fingerprint of messages [0, count) of h. */
 uint64_t ck__fingerprint(const ck_history *h, size_t count);
