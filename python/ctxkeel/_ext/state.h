@@ -135,7 +135,8 @@ void ck_py_keep_exception(PyObject **slot);
 typedef struct ck_py_history {
     ck_module_state *st;
     ck_history *h;
-    PyObject *snapshot; /* tuple: the message objects, as they were when reading began */
+    PyObject *snapshot; /* tuple: the message objects, as they were when reading began (the
+                           append-only session's own list: ck_py_history_read_more) */
     PyObject **pins;    /* strong references: every value the core was handed */
     Py_ssize_t n_pins, cap_pins;
     PyObject *raised;   /* an exception a callback raised, to raise after the core call */
@@ -160,8 +161,8 @@ int ck_py_history_init(ck_py_history *ph, ck_module_state *st);
 int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format format);
 
 /* Reads messages [from, n) of the list `messages` into a history that holds [0, from) of it
- * already, read from the same message objects (an append-only session's copies): the list's
- * tuple becomes the snapshot. Errors as ck_py_history_read_list(); the history then holds the
+ * already, read from the same message objects (an append-only session's copies): the list
+ * itself becomes the snapshot (it must only ever grow). Errors as ck_py_history_read_list(); the history then holds the
  * messages before the one that failed. Returns 0, or -1 with an exception set. */
 int ck_py_history_read_more(ck_py_history *ph, PyObject *messages, size_t from, ck_format format);
 

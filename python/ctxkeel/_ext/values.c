@@ -289,11 +289,10 @@ int ck_py_history_read_list(ck_py_history *ph, PyObject *messages, ck_format for
 }
 
 int ck_py_history_read_more(ck_py_history *ph, PyObject *messages, size_t from, ck_format format) {
-    PyObject *snapshot = PyList_AsTuple(messages);
-    if (!snapshot) return -1;
-    /* The history's values of messages [0, from) are items of the old snapshot, which the
-     * new one holds too (the list starts with the same objects). */
-    Py_XSETREF(ph->snapshot, snapshot);
+    /* The session's own list is the snapshot: it only grows, and each message the core reads
+     * from a list is pinned (py_item), so no tuple of the whole list is made per message. */
+    Py_INCREF(messages);
+    Py_XSETREF(ph->snapshot, messages);
     return read_snapshot(ph, from, format);
 }
 
