@@ -128,11 +128,8 @@ class _SdkMessages:
             dicts.append(d)
         return cls(dicts, origin) if origin else None
 
-    def original(self, data):
-        """The caller's message ``data`` was made from, or None."""
-        return self._origin.get(id(data))
-
     def back(self, view):
+        """``view`` with the caller's own message wherever one was made from it."""
         return [self._origin.get(id(d), d) for d in view]
 
 
