@@ -150,42 +150,38 @@ async function main() {
     const tokens = ctxkeel.estimateTokens(history);
     const window = tokens * 10;
     const c = new ctxkeel.Compactor({ contextWindow: window, storeDir: path.join(store, `s${n++}`) });
-    const ours = { all: 0, sampled: 0, first1k: [], last: [] };
-    for (const m of calls) {
-      const prefix = history.slice(0, m);
-      const t0 = cpuMs();
-      const r = await c.compact(prefix);
-      const dt = cpuMs() - t0;
-      if (r.tier !== 'none') throw new Error(`${name}: tier ${r.tier} at ${m}`);
-      ours.all += dt;
-      if (sampled.has(m)) ours.sampled += dt;
-      if (m >= 900 && m <= 1100) ours.first1k.push(dt);
-      if (m > history.length - 400) ours.last.push(dt);
-    }
+    /** Times call(m) at every model call m: the total, the sampled calls' total, and the
+     * mean per call near 1,000 messages of history and over the last 400. */
+    const replay = async (what, call) => {
+      const t = { all: 0, sampled: 0, first1k: [], last: [] };
+      for (const m of calls) {
+        const t0 = cpuMs();
+        const r = await call(m);
+        const dt = cpuMs() - t0;
+        if (r.tier !== 'none') throw new Error(`${name}: ${what}tier ${r.tier} at ${m}`);
+        t.all += dt;
+        if (sampled.has(m)) t.sampled += dt;
+        if (m >= 900 && m <= 1100) t.first1k.push(dt);
+        if (m > history.length - 400) t.last.push(dt);
+      }
+      const mean = (list) => (list.length ? list.reduce((x, y) => x + y) / list.length : null);
+      return { all: t.all, sampled: t.sampled, at1k: mean(t.first1k), atEnd: mean(t.last) };
+    };
+    const ours = await replay('', (m) => c.compact(history.slice(0, m)));
     // The append-only session: a second compactor, each message appended once, a view() at
     // every call; a call's time is its appends since the last call plus the view.
     const sc = new ctxkeel.Compactor({ contextWindow: window, storeDir: path.join(store, `s${n++}`) });
-    const mine = { all: 0, sampled: 0, first1k: [], last: [] };
     let appended = 0;
-    for (const m of calls) {
-      const t0 = cpuMs();
+    const mine = await replay('session ', (m) => {
       while (appended < m) sc.append(history[appended++]);
-      const r = await sc.view();
-      const dt = cpuMs() - t0;
-      if (r.tier !== 'none') throw new Error(`${name}: session tier ${r.tier} at ${m}`);
-      mine.all += dt;
-      if (sampled.has(m)) mine.sampled += dt;
-      if (m >= 900 && m <= 1100) mine.first1k.push(dt);
-      if (m > history.length - 400) mine.last.push(dt);
-    }
+      return sc.view();
+    });
     sc.close();
-    const mean = (list) => (list.length ? list.reduce((a, b) => a + b) / list.length : null);
     const row = { workload: name, messages: history.length, calls: calls.length,
-      session_ms: mine.all, session_sampled_ms: mine.sampled, session_at_1k_ms: mean(mine.first1k),
-      session_at_end_ms: mean(mine.last),
+      session_ms: mine.all, session_sampled_ms: mine.sampled, session_at_1k_ms: mine.at1k,
+      session_at_end_ms: mine.atEnd,
       sampled: sampled.size, ctxkeel_ms: ours.all, ctxkeel_sampled_ms: ours.sampled,
-      ctxkeel_at_1k_ms: ours.first1k.length ? ours.first1k.reduce((a, b) => a + b) / ours.first1k.length : null,
-      ctxkeel_at_end_ms: ours.last.length ? ours.last.reduce((a, b) => a + b) / ours.last.length : null };
+      ctxkeel_at_1k_ms: ours.at1k, ctxkeel_at_end_ms: ours.atEnd };
     if (pi) {
       const names = new Map();
       const piMsgs = [];

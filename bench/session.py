@@ -62,6 +62,27 @@ def calls_of(h):
     return calls
 
 
+def replay(name, what, history, calls, sampled, call):
+    """Times call(m) at every model call m: (the total, the sampled calls' total, the mean per
+    call near 1,000 messages of history, the mean over the last 400), in CPU milliseconds."""
+    total, in_sample, at_1k, at_end = 0.0, 0.0, [], []
+    for m in calls:
+        t0 = time.process_time()
+        r = call(m)
+        dt = (time.process_time() - t0) * 1e3
+        if r.tier != "none":
+            raise SystemExit("%s: %stier %s at %d" % (name, what, r.tier, m))
+        total += dt
+        if m in sampled:
+            in_sample += dt
+        if 900 <= m <= 1100:
+            at_1k.append(dt)
+        if m > len(history) - 400:
+            at_end.append(dt)
+    return (total, in_sample, sum(at_1k) / len(at_1k) if at_1k else None,
+            sum(at_end) / len(at_end) if at_end else None)
+
+
 def main():
     bench_dir, store, out_file = sys.argv[1:4]
     rows = []
@@ -71,48 +92,23 @@ def main():
         sampled = {m for k, m in enumerate(calls) if k % step == 0 or k == len(calls) - 1}
         window = ctxkeel.estimate_tokens(history) * 10
         c = ctxkeel.Compactor(window, store_dir=os.path.join(store, "s%d" % n))
-        ours, ours_sampled, at_1k, at_end = 0.0, 0.0, [], []
-        for m in calls:
-            prefix = history[:m]
-            t0 = time.process_time()
-            r = c.compact(prefix)
-            dt = (time.process_time() - t0) * 1e3
-            if r.tier != "none":
-                raise SystemExit("%s: tier %s at %d" % (name, r.tier, m))
-            ours += dt
-            if m in sampled:
-                ours_sampled += dt
-            if 900 <= m <= 1100:
-                at_1k.append(dt)
-            if m > len(history) - 400:
-                at_end.append(dt)
+        ours = replay(name, "", history, calls, sampled, lambda m: c.compact(history[:m]))
         # The append-only session: a second compactor, each message appended once, a view()
         # at every call; a call's time is its appends since the last call plus the view.
         sc = ctxkeel.Compactor(window, store_dir=os.path.join(store, "v%d" % n))
-        mine, mine_sampled, mine_1k, mine_end, appended = 0.0, 0.0, [], [], 0
-        for m in calls:
-            t0 = time.process_time()
-            while appended < m:
-                sc.append(history[appended])
-                appended += 1
-            r = sc.view()
-            dt = (time.process_time() - t0) * 1e3
-            if r.tier != "none":
-                raise SystemExit("%s: session tier %s at %d" % (name, r.tier, m))
-            mine += dt
-            if m in sampled:
-                mine_sampled += dt
-            if 900 <= m <= 1100:
-                mine_1k.append(dt)
-            if m > len(history) - 400:
-                mine_end.append(dt)
+        appended = [0]
+
+        def session_call(m):
+            while appended[0] < m:
+                sc.append(history[appended[0]])
+                appended[0] += 1
+            return sc.view()
+
+        mine = replay(name, "session ", history, calls, sampled, session_call)
         row = dict(workload=name, messages=len(history), calls=len(calls), sampled=len(sampled),
-                   session_ms=mine, session_sampled_ms=mine_sampled,
-                   session_at_1k_ms=sum(mine_1k) / len(mine_1k) if mine_1k else None,
-                   session_at_end_ms=sum(mine_end) / len(mine_end) if mine_end else None,
-                   ctxkeel_ms=ours, ctxkeel_sampled_ms=ours_sampled,
-                   ctxkeel_at_1k_ms=sum(at_1k) / len(at_1k) if at_1k else None,
-                   ctxkeel_at_end_ms=sum(at_end) / len(at_end) if at_end else None)
+                   session_ms=mine[0], session_sampled_ms=mine[1], session_at_1k_ms=mine[2],
+                   session_at_end_ms=mine[3], ctxkeel_ms=ours[0], ctxkeel_sampled_ms=ours[1],
+                   ctxkeel_at_1k_ms=ours[2], ctxkeel_at_end_ms=ours[3])
         if trim_messages is not None:
             lc = to_langchain(history)
             spent, done = 0.0, 0
@@ -127,7 +123,7 @@ def main():
             row["trim_ms"] = spent if done == len(sampled) else None
         rows.append(row)
         print("session %s (%d messages, %d calls): ctxkeel %.3f ms/call"
-              % (name, len(history), len(calls), ours / len(calls)), file=sys.stderr)
+              % (name, len(history), len(calls), ours[0] / len(calls)), file=sys.stderr)
     try:
         import langchain_core
         lc_version = langchain_core.__version__
