@@ -45,13 +45,11 @@ from ._ext import (
     HttpSummarizer,
     InputError,
     __version__,
-    check_pairs,
-    estimate_tokens,
     merge_anchors,
     parse_anchors,
     read_evidence_tool,
-    repair_pairs,
 )
+from ._sdk import check_pairs, estimate_tokens, repair_pairs
 # The type names of the stubs (ctxkeel/__init__.pyi), importable here as from ctxkeel.types.
 from .types import *  # noqa: F401,F403
 

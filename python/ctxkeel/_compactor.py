@@ -39,7 +39,8 @@ import weakref
 from typing import Generic
 
 from . import _ext
-from ._ext import Error, HttpSummarizer, InputError, estimate_tokens
+from ._ext import Error, HttpSummarizer, InputError
+from ._sdk import SdkMessages, estimate_tokens, plain, through
 from .types import AnyM
 
 __all__ = ["Compactor", "CompactionResult"]
@@ -60,77 +61,6 @@ def _as_list(x):
             isinstance(x, (str, bytes, bytearray)):
         return x
     return list(x)
-
-
-# ---- SDK objects in a message list ----------------------------------------------------------
-
-def _is_sdk_object(x):
-    """A pydantic model of a provider's SDK (an OpenAI ChatCompletionMessage, an Anthropic
-    TextBlock or ToolUseBlock...): what has model_dump() and is not plain data."""
-    return not isinstance(x, (dict, list, tuple, str, bytes)) and \
-        callable(getattr(x, "model_dump", None))
-
-
-def _sdk_dump(obj):
-    """An SDK object as the plain data its model_dump() gives, without the fields left None,
-    as the providers' request parameters take it."""
-    data = obj.model_dump(mode="json", exclude_none=True)
-    if not isinstance(data, dict):
-        raise TypeError("ctxkeel: %s.model_dump() gave %s, not a dict"
-                        % (type(obj).__name__, type(data).__name__))
-    return data
-
-
-def _sdk_plain(message):
-    """``message`` with SDK objects as dicts: the message itself when it is one, else the items
-    of its lists (content blocks, tool calls) that are; ``message`` itself when it holds none."""
-    if _is_sdk_object(message):
-        return _sdk_dump(message)
-    if not isinstance(message, dict):
-        return message
-    plain = None
-    for key, value in message.items():
-        if isinstance(value, list) and any(_is_sdk_object(x) for x in value):
-            if plain is None:
-                plain = dict(message)
-            plain[key] = [_sdk_dump(x) if _is_sdk_object(x) else x for x in value]
-    return message if plain is None else plain
-
-
-class _SdkMessages:
-    """A message list that holds SDK objects (``messages.append(response.choices[0].message)``,
-    or an Anthropic ``{"role": "assistant", "content": response.content}``), as the dicts the
-    core reads, and the way back: a view's message made from one of them is the caller's own
-    object; edited copies, the checkpoint and stubs are dicts, which the SDKs take as well.
-    LangChain message objects go through the langchain dialect's conversion instead, so that
-    new messages are built with LangChain's classes."""
-
-    __slots__ = ("dicts", "_origin")
-
-    def __init__(self, dicts, origin):
-        self.dicts = dicts
-        self._origin = origin
-
-    @classmethod
-    def of(cls, messages):
-        """The conversion of ``messages``, or None when it holds no SDK object."""
-        if not isinstance(messages, list):
-            return None
-        if any(_is_sdk_object(m) and type(m).__module__.startswith("langchain_core.")
-               for m in messages):
-            from .integrations._common import Converted
-            return Converted(messages)
-        dicts, origin = [], {}
-        for m in messages:
-            d = _sdk_plain(m)
-            if d is not m:
-                origin[id(d)] = m
-            dicts.append(d)
-        return cls(dicts, origin) if origin else None
-
-    def back(self, view):
-        """``view`` with the caller's own message wherever one was made from it."""
-        return [self._origin.get(id(d), d) for d in view]
 
 
 class CompactionResult(Generic[AnyM]):
@@ -386,7 +316,7 @@ class Compactor:
         added. ``view`` then costs only what was appended since the last one, where
         ``compact`` reads its whole list again. The copies are the session's: the messages a
         view returns are those copies, to be treated as read-only."""
-        self._session.append(copy.deepcopy(_sdk_plain(message)))
+        self._session.append(copy.deepcopy(plain(message, "messages[%d]" % len(self._session))))
         try:
             self._core.read(self._session, len(self._session) - 1 if self._session_read else 0)
         except BaseException:
@@ -474,16 +404,14 @@ class Compactor:
         else:
             raise TypeError("ctxkeel: tools must be a list or None, not %s"
                             % type(tools).__name__)
-        try:
+
+        def begin(messages):
             return self._core.begin(messages, tool_tokens, extractive=summarize is None,
-                                    session=session), None
-        except InputError:
-            # Only a list that the core refused is looked through for SDK objects, so a list
-            # of dicts costs nothing more.
-            sdk = None if session else _SdkMessages.of(messages)
-            if sdk is None:
-                raise
-        return self._core.begin(sdk.dicts, tool_tokens, extractive=summarize is None), sdk
+                                    session=session)
+
+        if session:
+            return begin(messages), None
+        return through(begin, messages)
 
     @staticmethod
     def _request(job, sdk):
@@ -526,8 +454,9 @@ class Compactor:
     def offload(self, message):
         """The tool-time gate: a new message whose tool results above
         ``tool_offload_threshold`` bytes are replaced by placeholders (their full text goes
-        to the evidence store), or ``message`` itself when nothing was offloaded."""
-        return self._core.offload(message)
+        to the evidence store), or ``message`` itself when nothing was offloaded. An SDK
+        message object is read as its ``model_dump()``."""
+        return _offload(self._core, message)
 
     def read_evidence(self, ref, *, offset=0, limit=200):
         """Lines [offset, offset + limit) of an offloaded output, exactly as stored; "" past
@@ -553,7 +482,7 @@ class Compactor:
     async def aoffload(self, message):
         """``offload`` for asyncio: with a backend, the store is written from a worker
         thread and the backend's coroutines run on this loop."""
-        return await self._off_loop(self._core.offload, message)
+        return await self._off_loop(_offload, self._core, message)
 
     async def aread_evidence(self, ref, *, offset=0, limit=200):
         """``read_evidence`` for asyncio (see ``aoffload``)."""
@@ -628,6 +557,15 @@ class Compactor:
         options = self._core.options
         options["summarize_timeout"] = self._timeout
         return options
+
+
+def _offload(core, message):
+    """``core.offload`` of ``message``, an SDK object read as its dump (a LangChain message
+    given back as one); ``message`` itself when nothing was offloaded."""
+    sdk = SdkMessages.of([message])
+    if sdk is None:
+        return core.offload(message)
+    return sdk.back([core.offload(sdk.dicts[0])])[0]
 
 
 # ---- arguments -----------------------------------------------------------------------------

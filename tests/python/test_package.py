@@ -14,7 +14,10 @@ PUBLIC = ["STATUS_CODES", "CompactionResult", "Compactor", "ContextOverflowError
           "repair_pairs", "replay"]
 # Written in Python on top of _ext (module by name); the rest comes from _ext itself.
 PURE_PYTHON = {"CompactionResult": "ctxkeel._compactor", "Compactor": "ctxkeel._compactor",
-               "Replay": "ctxkeel._replay", "replay": "ctxkeel._replay"}
+               "Replay": "ctxkeel._replay", "replay": "ctxkeel._replay",
+               # the core's, taking SDK message objects too
+               "check_pairs": "ctxkeel._sdk", "estimate_tokens": "ctxkeel._sdk",
+               "repair_pairs": "ctxkeel._sdk"}
 
 
 def test_imports_the_installed_package(repo_root):

@@ -190,7 +190,11 @@ def test_an_object_without_model_dump_is_refused_by_index(store):
     messages = [{"role": "user", "content": "hi"}, Opaque()]
     with pytest.raises(ctxkeel.InputError) as info:
         compactor(store, 10 ** 6).compact(messages)
-    assert info.value.index == 1 and "messages[1]" in str(info.value)
+    assert info.value.index == 1 and info.value.where == "messages[1]"
+    assert str(info.value).startswith("ctxkeel: messages[1]: ") and "Opaque" in str(info.value)
+    for fn in (ctxkeel.check_pairs, ctxkeel.repair_pairs, ctxkeel.estimate_tokens):
+        with pytest.raises(ctxkeel.InputError, match=r"messages\[1\]: .*Opaque"):
+            fn(messages)
 
 
 def test_a_model_dump_that_is_not_a_dict(store):
@@ -198,8 +202,65 @@ def test_a_model_dump_that_is_not_a_dict(store):
         def model_dump(self, **kwargs):
             return ["not", "a", "dict"]
 
-    with pytest.raises(TypeError, match="Odd.model_dump"):
+    with pytest.raises(ctxkeel.InputError, match=r"messages\[1\]: Odd.model_dump\(\) gave list") \
+            as info:
         compactor(store, 10 ** 6).compact([{"role": "user", "content": "hi"}, Odd()])
+    assert info.value.index == 1
+
+
+def test_a_model_dump_that_raises_is_placed(store):
+    class Broken:
+        def model_dump(self, **kwargs):
+            raise RuntimeError("no dump today")
+
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [Broken()]}]
+    for fn in (compactor(store, 10 ** 6).compact, ctxkeel.check_pairs):
+        with pytest.raises(ctxkeel.InputError) as info:
+            fn(messages)
+        assert info.value.index == 1 and info.value.where == "messages[1].content[0]"
+        assert "Broken.model_dump() raised RuntimeError: no dump today" in str(info.value)
+        assert isinstance(info.value.__cause__, RuntimeError)
+    assert isinstance(messages[1]["content"][0], Broken)  # the caller's list is as it was
+
+
+def test_module_functions_take_sdk_objects():
+    """estimate_tokens, check_pairs and repair_pairs read SDK objects as compact() does."""
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call]}
+    obj = chat.ChatCompletionMessage.model_validate(asked)
+    user = {"role": "user", "content": "List the files."}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"}
+    as_dicts = [user, dumped(obj), result]
+    assert ctxkeel.estimate_tokens(obj) == ctxkeel.estimate_tokens(dumped(obj))
+    assert ctxkeel.estimate_tokens([user, obj, result]) == ctxkeel.estimate_tokens(as_dicts)
+    assert ctxkeel.estimate_tokens((user, obj, result)) == ctxkeel.estimate_tokens(as_dicts)
+    blocks = anthropic_blocks({"role": "assistant", "content": [
+        {"type": "text", "text": "Listing."},
+        {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"path": "."}}]})
+    assert ctxkeel.estimate_tokens(blocks) == ctxkeel.estimate_tokens(dumped(blocks))
+
+    assert ctxkeel.check_pairs([user, obj, result]) == []
+    unanswered = ctxkeel.check_pairs((user, obj))
+    assert unanswered == ctxkeel.check_pairs([user, dumped(obj)]) and unanswered
+    assert unanswered[0]["index"] == 1
+
+    repaired = ctxkeel.repair_pairs([user, obj, {"role": "user", "content": "Go on."}])
+    assert repaired[0] is user and repaired[1] is obj  # the caller's own objects
+    assert ctxkeel.check_pairs([dumped(m) for m in repaired]) == []
+    assert len(repaired) == 4 and repaired[2]["tool_call_id"] == "c1"  # the stub result
+
+
+def test_offload_takes_sdk_objects(store):
+    c = ctxkeel.Compactor(10 ** 6, store_dir=store, tool_offload_threshold=1000)
+    big = lc_messages.ToolMessage("a line of a long listing\n" * 200, tool_call_id="call_7")
+    out = c.offload(big)
+    assert isinstance(out, lc_messages.ToolMessage) and out is not big
+    assert out.tool_call_id == "call_7" and len(out.content) < len(big.content)
+    assert c.read_evidence("call_7", limit=1000) == big.content
+    small = lc_messages.ToolMessage("short", tool_call_id="call_8")
+    assert c.offload(small) is small
+    assert asyncio.run(c.aoffload(small)) is small
 
 
 @st.composite

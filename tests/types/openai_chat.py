@@ -80,3 +80,10 @@ def sdk_objects_turn(history: List[ChatCompletionMessageParam]) -> None:
     result = compactor.compact(messages)
     mixed.extend(result.messages)
     compactor.append(reply.choices[0].message)
+    # The module's message functions read them the same way.
+    tokens: int = ctxkeel.estimate_tokens(messages)
+    tokens += ctxkeel.estimate_tokens(reply.choices[0].message)
+    issues = ctxkeel.check_pairs(messages)
+    repaired = ctxkeel.repair_pairs(messages)
+    mixed.extend(repaired)
+    print(tokens, len(issues), compactor.offload(reply.choices[0].message))
