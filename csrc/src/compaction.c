@@ -1184,22 +1184,25 @@ static int compaction_mark_open_calls(ck_compaction *c) {
     size_t n = h->n_msgs, n_calls = 0;
     for (size_t g = 0; g < h->n_parts; g++) n_calls += h->parts[g].kind == CK_PART_TOOL_CALL;
     if (!n_calls) return CK_OK;
-    ck__idmap calls;
+    /* Per id number (see ck_history), the message of the newest call with that id. */
+    size_t *calls = ck__malloc((h->n_ids ? h->n_ids : 1) * sizeof *calls);
     int64_t *open = ck__calloc(n + 1, sizeof *open); /* +1 after a call, -1 past its result */
-    if (!open || ck__idmap_init(&calls, n_calls)) {
+    if (!open || !calls) {
         ck__free(open);
+        ck__free(calls);
         return CK_ENOMEM;
     }
-    int rc = CK_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
+    memset(calls, 0xff, (h->n_ids ? h->n_ids : 1) * sizeof *calls); /* SIZE_MAX: none yet */
+    for (size_t i = 0; i < n; i++) {
         const ck_part *parts = ck__msg_parts(h, i);
-        for (size_t k = 0; k < h->msgs[i].n_parts && !rc; k++) {
+        for (size_t k = 0; k < h->msgs[i].n_parts; k++) {
             const ck_part *p = &parts[k];
-            uint64_t hash = h->id_hash[h->msgs[i].first_part + k];
-            if (p->kind == CK_PART_TOOL_CALL && p->id_len) {
-                if (ck__idmap_set_hashed(&calls, p->id, p->id_len, hash, i) < 0) rc = CK_ENOMEM;
-            } else if (p->kind == CK_PART_TOOL_RESULT && p->id_len) {
-                size_t at = ck__idmap_get_hashed(&calls, p->id, p->id_len, hash);
+            uint32_t id = h->id_num[h->msgs[i].first_part + k];
+            if (!id) continue;
+            if (p->kind == CK_PART_TOOL_CALL) {
+                calls[id] = i;
+            } else if (p->kind == CK_PART_TOOL_RESULT) {
+                size_t at = calls[id];
                 if (at == SIZE_MAX || at >= i) continue;
                 open[at + 1]++;
                 open[i + 1]--;
@@ -1207,13 +1210,13 @@ static int compaction_mark_open_calls(ck_compaction *c) {
         }
     }
     int64_t depth = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
+    for (size_t i = 0; i < n; i++) {
         depth += open[i];
         if (depth) c->cls[i] |= CK__M_CARRIER;
     }
-    ck__idmap_dispose(&calls);
+    ck__free(calls);
     ck__free(open);
-    return rc;
+    return CK_OK;
 }
 
 /* Classes and costs of every message. */

@@ -268,7 +268,7 @@ int ck__rd_part(ck__rd *rd, const ck_part *p, ck_value item) {
                  sizeof *h->part_values)) {
         h->msgs[h->n_msgs - 1].n_parts--;
         h->n_parts--;
-        ck__history_rehash(h, h->n_msgs - 1);
+        (void)ck__history_rehash(h, h->n_msgs - 1); /* failing already: CK_ENOMEM either way */
         return ck__fail(rd->err, CK_ENOMEM, NULL, rd->index, NULL);
     }
     h->part_values[h->n_parts - 1] = item;

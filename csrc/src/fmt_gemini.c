@@ -95,6 +95,15 @@ static int gemini_made_id(ck__rd *rd, ck_part *p, size_t k, size_t msg) {
     return CK_OK;
 }
 
+
+/* After the ids of message `me` were set (its parts were added first): its hashes and id
+ * numbers again; the first failure of `rc` and that. */
+static int ids_set(ck__rd *rd, size_t me, int rc) {
+    int again = ck__history_rehash(rd->h, me);
+    if (rc) return rc;
+    return again ? ck__rd_fail(rd, again, NULL, NULL) : CK_OK;
+}
+
 /* The made ids of the calls of the turn just read that had none (GEMINI_NO_ID; see the manual
  * above): k counts the calls of the same name before it in the turn. One pass, a count per
  * name, so a turn of many unnamed calls stays linear. */
@@ -120,8 +129,7 @@ static int gemini_name_calls(ck__rd *rd) {
         }
     }
     ck__idmap_dispose(&count);
-    ck__history_rehash(h, me); /* the ids were set after the parts were added */
-    return rc;
+    return ids_set(rd, me, rc);
 }
 
 /* The ids of the responses of the turn just read that had none (GEMINI_NO_ID), in order:
@@ -180,8 +188,7 @@ static int gemini_pair_responses(ck__rd *rd) {
     ck__idmap_dispose(&named);
     ck__idmap_dispose(&head);
     ck__idmap_dispose(&count);
-    ck__history_rehash(h, me); /* the ids were set after the parts were added */
-    return rc;
+    return ids_set(rd, me, rc);
 }
 
 /* A functionCall or functionResponse object `fn` (part k). */

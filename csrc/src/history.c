@@ -40,7 +40,8 @@ void ck_history_free(ck_history *self) {
     ck__free(self->inner_values);
     ck__free(self->msgs);
     ck__free(self->parts);
-    ck__free(self->id_hash);
+    ck__free(self->id_num);
+    ck__free(self->id_slots);
     ck__free(self);
 }
 
@@ -48,6 +49,9 @@ void ck_history_clear(ck_history *self) {
     if (!self) return;
     self->n_msgs = 0;
     self->n_parts = 0;
+    if (self->id_slots) memset(self->id_slots, 0, self->cap_id_slots * sizeof *self->id_slots);
+    self->n_id_slots = 0;
+    self->n_ids = 0;
     self->dialect = CK_FORMAT_AUTO;
     self->dialect_decided = 0;
     ck__json_doc_free(self->json);
@@ -116,16 +120,98 @@ uint64_t ck__parts_content(const ck_part *parts, size_t stride, size_t n) {
     return x | 1;
 }
 
-void ck__history_rehash(ck_history *h, size_t i) {
+/* ---- id numbers ----
+ *
+ * The table maps an id to its number through the first part that has it, so it holds no
+ * string of its own (a part's strings live as long as the part). A slot is live while that
+ * part is in the history and still has the number; a part cut by ck_history_truncate() and
+ * read again, or renumbered by ck__history_rehash(), gets a new number, so its old slot is
+ * dead: never matched again, and dropped when the table is rebuilt. A cut thus costs
+ * nothing here, and a dead slot can never give a number that a live part does not have. */
+
+static int slot_live(const ck_history *h, const ck__id_slot *s) {
+    size_t first = (size_t)s->part - 1;
+    return first < h->n_parts && h->id_num[first] == s->num;
+}
+
+static void slot_put(ck__id_slot *slots, size_t cap, ck__id_slot s) {
+    size_t j = s.hash & (cap - 1);
+    while (slots[j].part) j = (j + 1) & (cap - 1);
+    slots[j] = s;
+}
+
+/* Rebuilds the table with its live slots at most half full after one more. When most
+ * numbers given out are dead, the live ones are numbered again from 1 (and every part with
+ * them), so that n_ids stays within about twice the distinct ids. */
+static int ids_rebuild(ck_history *h) {
+    size_t live = 0;
+    for (size_t j = 0; j < h->cap_id_slots; j++)
+        live += h->id_slots[j].part && slot_live(h, &h->id_slots[j]);
+    size_t cap = 16;
+    while (cap < (live + 1) * 2) cap *= 2;
+    ck__id_slot *slots = ck__calloc(cap, sizeof *slots);
+    if (!slots) return CK_ENOMEM;
+    uint32_t *renumber = NULL;
+    if (h->n_ids > 2 * live + 1024 && !(renumber = ck__calloc(h->n_ids, sizeof *renumber))) {
+        ck__free(slots);
+        return CK_ENOMEM;
+    }
+    uint32_t next = 1;
+    for (size_t j = 0; j < h->cap_id_slots; j++) {
+        ck__id_slot s = h->id_slots[j];
+        if (!s.part || !slot_live(h, &s)) continue;
+        if (renumber) s.num = renumber[s.num] = next++;
+        slot_put(slots, cap, s);
+    }
+    if (renumber) {
+        for (size_t g = 0; g < h->n_parts; g++) h->id_num[g] = renumber[h->id_num[g]];
+        h->n_ids = next;
+        ck__free(renumber);
+    }
+    ck__free(h->id_slots);
+    h->id_slots = slots;
+    h->cap_id_slots = cap;
+    h->n_id_slots = live;
+    return CK_OK;
+}
+
+/* Gives part g (in the history, its id_num 0) the number of its id. */
+static int id_number(ck_history *h, size_t g) {
+    const ck_part *p = &h->parts[g];
+    if (!p->id_len) return CK_OK;
+    if ((h->n_id_slots + 1) * 10 > h->cap_id_slots * 7 && ids_rebuild(h)) return CK_ENOMEM;
+    uint64_t hash = ck__hash_bytes(p->id, p->id_len);
+    size_t cap = h->cap_id_slots, j = hash & (cap - 1);
+    for (; h->id_slots[j].part; j = (j + 1) & (cap - 1)) {
+        const ck__id_slot *s = &h->id_slots[j];
+        if (s->hash != hash || !slot_live(h, s)) continue;
+        const ck_part *first = &h->parts[s->part - 1];
+        if (first->id_len == p->id_len && memcmp(first->id, p->id, p->id_len) == 0) {
+            h->id_num[g] = s->num;
+            return CK_OK;
+        }
+    }
+    if (h->n_ids == UINT32_MAX) return CK_ETOOBIG;
+    if (!h->n_ids) h->n_ids = 1;
+    h->id_slots[j] = (ck__id_slot){hash, (uint32_t)(g + 1), h->n_ids};
+    h->id_num[g] = h->n_ids++;
+    h->n_id_slots++;
+    return CK_OK;
+}
+
+int ck__history_rehash(ck_history *h, size_t i) {
     ck__msg *m = &h->msgs[i];
     const ck_part *parts = ck__msg_parts(h, i);
     m->hash = hash_start((uint64_t)m->role + 1);
     m->content = hash_start(CONTENT_SEED);
     for (size_t k = 0; k < m->n_parts; k++) {
-        h->id_hash[m->first_part + k] = ck__hash_bytes(parts[k].id, parts[k].id_len);
+        h->id_num[m->first_part + k] = 0;
         m->hash = hash_part(m->hash, &parts[k]);
         m->content = hash_part(m->content, &parts[k]);
     }
+    int rc = CK_OK;
+    for (size_t k = 0; k < m->n_parts && !rc; k++) rc = id_number(h, m->first_part + k);
+    return rc;
 }
 
 int ck_history_add_message(ck_history *self, ck_role role, uint32_t flags) {
@@ -168,17 +254,24 @@ int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
         (rc = check_string(self, part->id, part->id_len, "id", err)) ||
         (rc = check_string(self, part->name, part->name_len, "name", err)))
         return rc;
+    if (self->n_parts >= UINT32_MAX - 1)
+        return ck__fail(err, CK_ETOOBIG, "too many parts", self->n_msgs - 1, NULL);
     if (ck__grow((void **)&self->parts, &self->cap_parts, self->n_parts + 1, sizeof *self->parts) ||
-        ck__grow((void **)&self->id_hash, &self->cap_id_hash, self->n_parts + 1,
-                 sizeof *self->id_hash))
+        ck__grow((void **)&self->id_num, &self->cap_id_num, self->n_parts + 1,
+                 sizeof *self->id_num))
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
-    self->id_hash[self->n_parts] = ck__hash_bytes(part->id, part->id ? part->id_len : 0);
-    ck_part *p = &self->parts[self->n_parts++];
+    size_t g = self->n_parts++;
+    ck_part *p = &self->parts[g];
     *p = *part;
     /* Empty strings are normalised to a non-NULL pointer so readers never test for NULL. */
     if (!p->text) p->text = "";
     if (!p->id) p->id = "";
     if (!p->name) p->name = "";
+    self->id_num[g] = 0;
+    if ((rc = id_number(self, g))) {
+        self->n_parts--;
+        return ck__fail(err, rc, NULL, self->n_msgs - 1, NULL);
+    }
     ck__msg *m = &self->msgs[self->n_msgs - 1];
     m->n_parts++;
     m->hash = hash_part(m->hash, p);
@@ -198,7 +291,7 @@ static void fit(void **ptr, size_t *cap, size_t n, size_t elem) {
 void ck__history_fit_parts(ck_history *h) {
     fit((void **)&h->parts, &h->cap_parts, h->n_parts, sizeof *h->parts);
     fit((void **)&h->part_values, &h->cap_part_values, h->n_parts, sizeof *h->part_values);
-    fit((void **)&h->id_hash, &h->cap_id_hash, h->n_parts, sizeof *h->id_hash);
+    fit((void **)&h->id_num, &h->cap_id_num, h->n_parts, sizeof *h->id_num);
 }
 
 size_t ck_history_count(const ck_history *self) { return self ? self->n_msgs : 0; }

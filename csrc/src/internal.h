@@ -37,6 +37,14 @@ typedef struct ck__msg {
     uint64_t hash, content;
 } ck__msg;
 
+/* A slot of a history's id table: the id's hash, 1 + the first part that has the id (0: an
+ * empty slot) and its number. */
+typedef struct ck__id_slot {
+    uint64_t hash;
+    uint32_t part;
+    uint32_t num;
+} ck__id_slot;
+
 /* A history's parsed JSON, when ck_json_read() made it (see json.c). */
 typedef struct ck__json_doc ck__json_doc;
 
@@ -46,11 +54,17 @@ struct ck_history {
     size_t n_msgs, cap_msgs;
     ck_part *parts;
     size_t n_parts, cap_parts;
-    /* Per part, ck__hash_bytes() of its id, set as the part is added (and by
-     * ck__history_rehash()), so that pairing, which looks every id up at every call, never
-     * hashes one again. */
-    uint64_t *id_hash;
-    size_t cap_id_hash;
+    /* Per part, the number of its id among the distinct ids of the history (0: no id), set
+     * as the part is added (and by ck__history_rehash()), so that pairing, which matches
+     * every id at every call, compares numbers: an id's bytes are hashed and compared once,
+     * when its part is read. Numbers run from 1 below `n_ids` and are never reused while
+     * the history lives (a number is not renumbered either, except when the table is
+     * rebuilt: see history.c), so an array of n_ids entries maps every id. */
+    uint32_t *id_num;
+    size_t cap_id_num;
+    ck__id_slot *id_slots; /* the table from an id to its number (history.c) */
+    size_t cap_id_slots, n_id_slots;
+    uint32_t n_ids;
     struct ck__arena_block *arena;
     ck__json_doc *json;
     /* Filled by ck_history_read(): the host value of each message and of each part, and the
@@ -129,8 +143,9 @@ static inline uint64_t ck__message_content(const ck_history *h, size_t i) {
 /* A content hash of message i: its role and parts, not host details (fingerprints are made of
  * it), kept by the history. */
 static inline uint64_t ck__message_hash(const ck_history *h, size_t i) { return h->msgs[i].hash; }
-/* Computes message i's hash again, after a reader changed one of its parts in place. */
-void ck__history_rehash(ck_history *h, size_t i);
+/* Computes message i's hashes and id numbers again, after a reader changed one of its parts
+ * in place (an id that was empty set, a part removed). Returns CK_OK or CK_ENOMEM. */
+int ck__history_rehash(ck_history *h, size_t i);
 /* Gives back the unused capacity of the part arrays when it is more than an eighth (after a
  * history's first read; reading into it again then doubles as before). */
 void ck__history_fit_parts(ck_history *h);

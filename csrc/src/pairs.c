@@ -222,16 +222,13 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
     a->answer = ck__malloc(n * sizeof *a->answer);
     a->chain = ck__malloc(n * sizeof *a->chain);
     a->part_msg = ck__malloc(n * sizeof *a->part_msg);
-    /* The map holds calls only, so it is sized by their number: sized by every part, it was
-     * the largest allocation of a 100,000-message compaction (16 MiB where the calls, a third
-     * of the parts, need 4). */
-    size_t n_calls = 0;
-    for (size_t g = 0; g < h->n_parts; g++) n_calls += h->parts[g].kind == CK_PART_TOOL_CALL;
-    ck__idmap calls;
-    memset(&calls, 0, sizeof calls);
-    if (!a->verdict || !a->why || !a->answer || !a->chain || !a->part_msg ||
-        ck__idmap_init(&calls, n_calls))
+    /* Per id number (see ck_history), the newest call with that id so far. */
+    size_t *calls = ck__malloc((h->n_ids ? h->n_ids : 1) * sizeof *calls);
+    if (!a->verdict || !a->why || !a->answer || !a->chain || !a->part_msg || !calls) {
+        ck__free(calls);
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
+    }
+    memset(calls, 0xff, (h->n_ids ? h->n_ids : 1) * sizeof *calls); /* SIZE_MAX: none yet */
     ck_role result_role = a->fmt->result_role;
     int unique_in_request = (a->fmt->pairing & CK__PAIR_IDS_UNIQUE) != 0;
     size_t *pending = NULL, n_pending = 0, cap_pending = 0;
@@ -247,20 +244,19 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
                 if (h->msgs[i].role != CK_ROLE_ASSISTANT) rc = drop(a, CK_PAIR_MISPLACED, g);
                 else if (!p->id_len) rc = drop(a, CK_PAIR_EMPTY_ID, g);
                 if (rc || a->verdict[g] == V_DROP) continue;
-                size_t prev = ck__idmap_get_hashed(&calls, p->id, p->id_len, h->id_hash[g]);
+                size_t prev = calls[h->id_num[g]];
                 if (prev != SIZE_MAX && (unique_in_request || a->part_msg[prev] == i)) {
                     rc = drop(a, CK_PAIR_DUPLICATE_CALL, g);
                     continue;
                 }
                 a->verdict[g] = V_CALL;
                 a->chain[g] = prev == SIZE_MAX ? CK_NONE : prev;
-                if (ck__idmap_set_hashed(&calls, p->id, p->id_len, h->id_hash[g], g) < 0)
-                    rc = CK_ENOMEM;
+                calls[h->id_num[g]] = g;
             } else if (p->kind == CK_PART_TOOL_RESULT) {
                 if (h->msgs[i].role != result_role) rc = drop(a, CK_PAIR_MISPLACED, g);
                 else if (!p->id_len) rc = drop(a, CK_PAIR_EMPTY_ID, g);
                 if (rc || a->verdict[g] == V_DROP) continue;
-                size_t call = ck__idmap_get_hashed(&calls, p->id, p->id_len, h->id_hash[g]);
+                size_t call = calls[h->id_num[g]];
                 if (call != SIZE_MAX && a->answer[call] == CK_NONE) {
                     rc = pair(a, call, g);
                     continue;
@@ -275,8 +271,7 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
     /* Results that came before their call, or after another result for it. */
     for (size_t j = 0; j < n_pending && !rc; j++) {
         size_t g = pending[j];
-        const ck_part *p = &h->parts[g];
-        size_t newest = ck__idmap_get_hashed(&calls, p->id, p->id_len, h->id_hash[g]);
+        size_t newest = calls[h->id_num[g]];
         size_t call = newest == SIZE_MAX ? CK_NONE : unanswered_call(a, newest, a->part_msg[g]);
         if (call != CK_NONE) rc = pair(a, call, g);
         else rc = drop(a, newest == SIZE_MAX ? CK_PAIR_ORPHAN_RESULT : CK_PAIR_DUPLICATE_RESULT, g);
@@ -299,7 +294,7 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
             a->why[g] = a->why[owner];
         }
     }
-    ck__idmap_dispose(&calls);
+    ck__free(calls);
     if (rc) return ck__fail(err, rc, NULL, CK_NONE, NULL);
     return CK_OK;
 }

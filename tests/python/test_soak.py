@@ -289,11 +289,13 @@ def test_a_100k_message_history_compacts_in_bounded_memory(tmp_path):
     view under the soft limit; the peak RSS grows by at most 2 x the input's JSON size
     during the compaction.
 
-    Measured: input 24.8 MiB of JSON; peak RSS during compact() 48.6 MiB above the RSS just
-    before it (1.96 x; the history's Python objects themselves take ~94 MiB). It was 40.2-41.0
+    Measured: input 24.8 MiB of JSON; peak RSS during compact() 46.9 MiB above the RSS just
+    before it (1.89 x; the history's Python objects themselves take ~94 MiB). It was 40.2-41.0
     MiB (1.62-1.65 x) once, 46.8 MiB (1.89 x) before the history kept per-message hashes
     (cfc8350), 49.3 MiB (1.99 x) after; sizing the message arrays for the list and giving back
-    the parts' doubling slack took 2.7 MiB off, the per-part id hashes put 2.0 MiB back. The peak is in finishing the view; what is live then
+    the parts' doubling slack took 2.7 MiB off, the per-part id hashes put 2.0 MiB back, and
+    numbering the ids once per history (no id map per pairing) took 1.7 MiB off. The peak is
+    in finishing the view; what is live then
     is the history's parts (64 B each), the view, the summarizer's index of calls, the
     per-message token cache, and the binding's pins and snapshots. Before: 2.6 x while every
     compaction rendered a summary prompt; 1.78 x while check_pairs sized its id map by every
