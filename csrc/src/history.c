@@ -244,7 +244,9 @@ static int check_string(const ck_history *self, const char *s, size_t len, const
     return CK_EUTF8;
 }
 
-int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
+/* Adds `part` to the newest message, checked, with its id numbered, but not hashed into the
+ * message's hashes (the caller does that). */
+static int history_push_part(ck_history *self, const ck_part *part, ck_error *err) {
     if (!self || !part) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
     if (!self->n_msgs) return ck__fail(err, CK_ESTATE, "a part needs a message", CK_NONE, NULL);
     if ((unsigned)part->kind > CK_PART_OTHER)
@@ -272,10 +274,28 @@ int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
         self->n_parts--;
         return ck__fail(err, rc, NULL, self->n_msgs - 1, NULL);
     }
+    self->msgs[self->n_msgs - 1].n_parts++;
+    return CK_OK;
+}
+
+int ck_history_add_part(ck_history *self, const ck_part *part, ck_error *err) {
+    int rc = history_push_part(self, part, err);
+    if (rc) return rc;
     ck__msg *m = &self->msgs[self->n_msgs - 1];
-    m->n_parts++;
+    const ck_part *p = &self->parts[self->n_parts - 1];
     m->hash = hash_part(m->hash, p);
     m->content = hash_part(m->content, p);
+    return CK_OK;
+}
+
+int ck__history_add_kept(ck_history *self, const ck_history *src, size_t i, uint32_t flags) {
+    const ck__msg *from = &src->msgs[i];
+    int rc = ck_history_add_message(self, from->role, flags);
+    const ck_part *parts = ck__msg_parts(src, i);
+    for (size_t k = 0; k < from->n_parts && !rc; k++) rc = history_push_part(self, &parts[k], NULL);
+    if (rc) return rc;
+    self->msgs[self->n_msgs - 1].hash = from->hash;
+    self->msgs[self->n_msgs - 1].content = from->content;
     return CK_OK;
 }
 

@@ -146,6 +146,10 @@ static inline uint64_t ck__message_hash(const ck_history *h, size_t i) { return 
 /* Computes message i's hashes and id numbers again, after a reader changed one of its parts
  * in place (an id that was empty set, a part removed). Returns CK_OK or CK_ENOMEM. */
 int ck__history_rehash(ck_history *h, size_t i);
+/* Adds message i of `src` to `h` as it is, in role and parts (the strings borrowed), with
+ * `flags`: its hashes are taken from `src`, not made again from its bytes. Returns CK_OK,
+ * CK_ENOMEM or CK_ETOOBIG. */
+int ck__history_add_kept(ck_history *h, const ck_history *src, size_t i, uint32_t flags);
 /* Gives back the unused capacity of the part arrays when it is more than an eighth (after a
  * history's first read; reading into it again then doubles as before). */
 void ck__history_fit_parts(ck_history *h);

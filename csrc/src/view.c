@@ -234,7 +234,13 @@ int ck__history_from_view(const ck_view *v, const ck_history *src, ck_history **
     for (size_t i = 0; i < v->n_msgs && !rc; i++) {
         ck_out_msg m;
         rc = ck_view_get(v, i, &m);
-        if (!rc) rc = ck_history_add_message(h, m.role, m.flags);
+        if (rc) break;
+        if (m.op == CK_OP_KEEP && m.role == src->msgs[m.src].role) {
+            /* The same message: its hashes too, rather than its bytes hashed again. */
+            rc = ck__history_add_kept(h, src, m.src, m.flags);
+            continue;
+        }
+        rc = ck_history_add_message(h, m.role, m.flags);
         if (m.op == CK_OP_KEEP) {
             const ck_part *parts = ck__msg_parts(src, m.src);
             for (size_t k = 0; k < src->msgs[m.src].n_parts && !rc; k++)

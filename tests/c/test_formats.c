@@ -32,6 +32,34 @@ static int ids_numbered(const ck_history *h) {
     return 1;
 }
 
+/* A repaired history (the one a compaction works on when the pairing needed repairs) takes
+ * its kept messages' hashes from the original: they are what hashing their bytes gives. */
+TEST(a_repaired_history_keeps_the_hashes) {
+    const char *json =
+        "[{\"role\":\"system\",\"content\":\"sys\"},{\"role\":\"user\",\"content\":\"task\"},"
+        "{\"role\":\"assistant\",\"content\":\"a\",\"tool_calls\":[{\"id\":\"c1\","
+        "\"type\":\"function\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c9\",\"content\":\"orphan\"},"
+        "{\"role\":\"user\",\"content\":\"go on\"}]";
+    ck_error err;
+    ck_history *h = ck_json_read(json, strlen(json), &err);
+    OK(h != NULL);
+    ck_view *v = NULL;
+    ck_history *fixed = NULL;
+    OK(h && ck_repair_pairs(h, CK_FORMAT_OPENAI, &v, &err) == CK_OK);
+    OK(v && !ck_view_is_identity(v));
+    OK(v && ck__history_from_view(v, h, &fixed) == CK_OK);
+    for (size_t i = 0; fixed && i < fixed->n_msgs; i++) {
+        uint64_t hash = fixed->msgs[i].hash, content = fixed->msgs[i].content;
+        OK(ck__history_rehash(fixed, i) == CK_OK);
+        OK(fixed->msgs[i].hash == hash && fixed->msgs[i].content == content);
+    }
+    if (fixed) OK(ids_numbered(fixed));
+    ck_history_free(fixed);
+    ck_view_free(v);
+    ck_history_free(h);
+}
+
 /* Ids numbered across cuts and reads again: a history cut at message j and read on with
  * other ids (as a binding does when the host edited message j), again and again, until the
  * table is rebuilt and renumbered; the numbers always match the ids, and stay few. */
@@ -446,4 +474,4 @@ TEST(tool_schemas_are_told_from_messages) {
 }
 
 HARNESS_MAIN(RUN(every_case_of_every_dialect) RUN(tool_schemas_are_told_from_messages)
-             RUN(id_numbers_survive_cuts))
+             RUN(id_numbers_survive_cuts) RUN(a_repaired_history_keeps_the_hashes))
