@@ -1030,6 +1030,20 @@ CK_API int ck_compactor_compact(ck_compactor *self, const ck_history *history,
                                 uint64_t tool_tokens, ck_summarize_fn summarize, void *ctx,
                                 ck_compaction **out, ck_error *err);
 
+/*
+ * ck_compactor_compact() of a call that needs nothing but the decision: a view at tier none
+ * that stores nothing (no repair drops a result, nothing is offloaded or archived) and writes
+ * no record. Such a call does no I/O, only the reading and the decision, so a host with an
+ * event loop can take it there at once, and the rest (which may write the store and
+ * summarize) elsewhere. On CK_OK, *out is the finished compaction (caller owns it; release it
+ * with ck_compaction_free()), or NULL when the call would do more: the compactor is then as it
+ * was (its token cache aside), and ck_compactor_begin() / ck_compactor_compact() does the call.
+ * Errors as ck_compactor_begin()'s.
+ */
+CK_API int ck_compactor_compact_quiet(ck_compactor *self, const ck_history *history,
+                                      uint64_t tool_tokens, ck_compaction **out,
+                                      ck_error *err);
+
 /* The tier chosen for the compaction. */
 CK_API ck_tier ck_compaction_tier(const ck_compaction *c);
 

@@ -22,6 +22,10 @@
 #include "./idmap.h"
 #include "./offload.h"
 
+/* What compaction_begin() gives back with `quiet` where it would store something (a positive
+ * value: no status code). */
+#define CK__WOULD_STORE 1
+
 /* The preview of a placeholder made at compaction (DESIGN section 4). */
 #define PREVIEW_LINES 10
 #define PREVIEW_BYTES 1024
@@ -1116,6 +1120,14 @@ static int compaction_repair(ck_compaction *c, ck_error *err) {
         ck__free(acts);
         return rc;
     }
+    for (size_t j = 0; j < n && c->quiet; j++) {
+        ck_repair_kind k = acts[j].kind;
+        if (k == CK_REPAIR_ORPHAN_DROPPED || k == CK_REPAIR_DUPLICATE_DROPPED ||
+            k == CK_REPAIR_MISPLACED_DROPPED) {
+            ck__free(acts);
+            return CK__WOULD_STORE;
+        }
+    }
     unsigned char *keep = ck__calloc(h->n_parts ? h->n_parts : 1, 1);
     if (!keep) rc = CK_ENOMEM;
     for (size_t j = 0; j < n && !rc; j++) {
@@ -1277,8 +1289,11 @@ static int compaction_rests(const ck_compaction *c) {
     return grown < gap;
 }
 
+/* With `quiet`, a compaction that would store anything (a dropped result, an offload, an
+ * archive: anything above tier none) is given up before it does, with CK__WOULD_STORE. Begin
+ * changes nothing of the compactor's but its token cache either way. */
 static int compaction_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
-                            ck_compaction **out, ck_error *err) {
+                            int quiet, ck_compaction **out, ck_error *err) {
     ck__error_clear(err);
     if (!self || !history || !out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
     *out = NULL;
@@ -1289,6 +1304,7 @@ static int compaction_begin(ck_compactor *self, const ck_history *history, uint6
     c->st = &self->st;
     c->factor = self->st.factor;
     c->src = c->h = history;
+    c->quiet = quiet;
     c->tool_tokens = tool_tokens;
     c->marker = CK_NONE;
     ck__buf_init(&c->prompt);
@@ -1320,6 +1336,10 @@ static int compaction_begin(ck_compactor *self, const ck_history *history, uint6
     c->tokens_before = compaction_base_tokens(c);
     c->view_before = c->tokens_before;
     c->tier = ck__tier_for(&c->lim, c->tokens_before);
+    if (quiet && c->tier != CK_TIER_NONE) {
+        ck_compaction_free(c);
+        return CK__WOULD_STORE;
+    }
     c->cut = c->base;
     {
         uint64_t g = c->st->last_view && c->view_before > c->st->last_view
@@ -1737,6 +1757,17 @@ static int compaction_write_record(ck_compaction *c, ck_error *err) {
     return ck__record_build(c, have_key ? key : NULL, sizeof key);
 }
 
+/* Whether finishing writes a record (its condition, less the view over the soft limit, which
+ * is told once): the view changed, or something must be told (a failed store, a repair not
+ * told before, a fresh start, an error, a note from resuming). `own`: the state it finishes
+ * into. */
+static int compaction_tells(const ck_compaction *c, const ck__state *own, int compacted,
+                            int futile) {
+    int new_repairs = c->n_repairs && c->repairs_fp != own->repairs_fp;
+    return compacted || futile || c->n_new_offloads || c->failed_stores || new_repairs ||
+           c->reset || c->errors.n || c->owner->resume_note;
+}
+
 static int compaction_finish(ck_compactor *self, ck_compaction *c, ck_error *err) {
     ck__error_clear(err);
     if (!self || !c || c->owner != self) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
@@ -1858,10 +1889,9 @@ static int compaction_finish(ck_compactor *self, ck_compaction *c, ck_error *err
      * not told before, a fresh start. A view that stays over the soft limit with nothing left
      * to fold is told once, not on every call while it lasts. */
     int over = c->tier >= CK_TIER_SOFT && c->tokens_after > c->lim.soft;
-    int new_repairs = c->n_repairs && c->repairs_fp != own->repairs_fp;
+    int tells = compaction_tells(c, own, compacted, futile);
     own->repairs_fp = c->n_repairs ? c->repairs_fp : 0;
-    if (!compacted && !c->n_new_offloads && !futile && !c->failed_stores && !new_repairs &&
-        !c->reset && !c->errors.n) {
+    if (!tells) {
         if (!over || own->over_noted) {
             own->over_noted = over && own->over_noted;
             return CK_OK;
@@ -1889,7 +1919,7 @@ static int compaction_finish(ck_compactor *self, ck_compaction *c, ck_error *err
  * step that stored any, rather than one per file. */
 int ck_compactor_begin(ck_compactor *self, const ck_history *history, uint64_t tool_tokens,
                        ck_compaction **out, ck_error *err) {
-    int rc = compaction_begin(self, history, tool_tokens, out, err);
+    int rc = compaction_begin(self, history, tool_tokens, 0, out, err);
     if (self) ck__store_sync(self->store);
     return rc;
 }
@@ -1925,6 +1955,33 @@ int ck_compactor_compact(ck_compactor *self, const ck_history *history, uint64_t
         ck_compaction_use_extractive(c);
     }
     rc = ck_compactor_finish(self, c, err);
+    if (rc) {
+        ck_compaction_free(c);
+        return rc;
+    }
+    *out = c;
+    return CK_OK;
+}
+
+int ck_compactor_compact_quiet(ck_compactor *self, const ck_history *history,
+                               uint64_t tool_tokens, ck_compaction **out, ck_error *err) {
+    if (!out) return ck__fail(err, CK_EINVAL, NULL, CK_NONE, NULL);
+    *out = NULL;
+    ck_compaction *c = NULL;
+    int rc = compaction_begin(self, history, tool_tokens, 1, &c, err);
+    if (rc == CK__WOULD_STORE) {
+        ck__error_clear(err);
+        return CK_OK;
+    }
+    if (rc) return rc;
+    /* Tier none: no span to fold, so no summary; finishing stores nothing, and writes no
+     * record unless it must tell something, which is left to the full call. */
+    if (compaction_tells(c, &self->st, 0, 0)) {
+        ck_compaction_free(c);
+        return CK_OK;
+    }
+    ck_compaction_use_extractive(c);
+    rc = compaction_finish(self, c, err);
     if (rc) {
         ck_compaction_free(c);
         return rc;

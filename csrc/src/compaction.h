@@ -68,6 +68,7 @@ struct ck_compaction {
     size_t tail;     /* first message of the verbatim tail */
     size_t min_tail; /* first message of the smallest tail any view keeps */
     size_t cut;      /* end of the span to fold; == base when nothing is folded */
+    int quiet;       /* ck_compactor_compact_quiet(): nothing may be stored (compaction.c) */
     int summarize;   /* a model summary is wanted */
     int resting;     /* a fold was due but waits (ck__compaction_rests) */
     uint64_t cp_plan; /* the checkpoint's planned cost, an upper bound of the real one */

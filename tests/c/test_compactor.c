@@ -663,6 +663,123 @@ TEST(corpus_replay_invariants) {
     OK(h_each_corpus("corpus_replay_invariants", replay_corpus_file, NULL) != 0);
 }
 
+/* Whether a part's text in the twin session `tb` is the text in session `ta` (a placeholder
+ * names its session in the path it states). */
+static int same_text(const ck_part *a, const ck_part *b, const char *ta, const char *tb) {
+    char *x = malloc(b->text_len + 1);
+    size_t n = 0, lb = strlen(tb);
+    for (size_t i = 0; i < b->text_len;) {
+        if (i + lb <= b->text_len && memcmp(b->text + i, tb, lb) == 0) {
+            memcpy(x + n, ta, strlen(ta));
+            n += strlen(ta);
+            i += lb;
+        } else {
+            x[n++] = b->text[i++];
+        }
+    }
+    int same = n == a->text_len && memcmp(x, a->text, n) == 0;
+    free(x);
+    return same;
+}
+
+/* Whether two views of one history are the same, message for message and part for part. */
+static int same_view(const ck_view *a, const ck_view *b, const char *ta, const char *tb) {
+    if (ck_view_count(a) != ck_view_count(b)) return 0;
+    for (size_t i = 0; i < ck_view_count(a); i++) {
+        ck_out_msg x, y;
+        if (ck_view_get(a, i, &x) || ck_view_get(b, i, &y)) return 0;
+        if (x.op != y.op || x.src != y.src || x.role != y.role || x.flags != y.flags ||
+            x.n_parts != y.n_parts)
+            return 0;
+        for (size_t k = 0; k < x.n_parts; k++) {
+            const ck_part *p = &x.parts[k].part, *q = &y.parts[k].part;
+            if (p->kind != q->kind || p->id_len != q->id_len ||
+                memcmp(p->id, q->id, p->id_len) != 0 || !same_text(p, q, ta, tb))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* ck_compactor_compact_quiet() beside ck_compactor_compact(), on twin sessions replaying each
+ * transcript as an agent loop at a window of half of it: the quiet call, with the full call
+ * when it declines, gives the views, tiers, records and token counts of the full call alone;
+ * a quiet call that answers is at tier none with no record and writes nothing to the store. */
+static void quiet_twin_file(void *ctx, const char *name, const char *text, size_t len) {
+    long *answered = ctx;
+    ck_error err;
+    ck_history *h = ck_json_read(text, len, &err);
+    OK(h != NULL);
+    if (!h) return;
+    uint64_t window = ck_estimate_history(h, CK_EST_CHARS4) / 2;
+    /* The twin's session id has the length of the first's, so that the paths placeholders
+     * state (which name the session) cost the same tokens in both. */
+    char first[300], twin[300];
+    snprintf(first, sizeof first, "quiet-a-%s", name);
+    snprintf(twin, sizeof twin, "quiet-b-%s", name);
+    ck_compactor *a = compactor(window, first), *b = compactor(window, twin);
+    size_t n = ck_history_count(h);
+    long declined = 0;
+    for (size_t i = 2; i <= n; i++) {
+        ck_history *p = history_prefix(h, i);
+        ck_compaction *ca = NULL, *cb = NULL;
+        script sa = {GOOD, 0, 0, 0}, sb = {GOOD, 0, 0, 0};
+        INT_EQ(ck_compactor_compact(a, p, 0, scripted, &sa, &ca, &err), CK_OK);
+        long files = h_count_tree(store_dir);
+        INT_EQ(ck_compactor_compact_quiet(b, p, 0, &cb, &err), CK_OK);
+        if (cb) {
+            ++*answered;
+            INT_EQ(ck_compaction_tier(cb), CK_TIER_NONE);
+            OK(ck_compaction_record(cb, NULL) == NULL);
+            INT_EQ(h_count_tree(store_dir), files);
+        } else {
+            declined++;
+            INT_EQ(ck_compactor_compact(b, p, 0, scripted, &sb, &cb, &err), CK_OK);
+        }
+        if (!ca || !cb) {
+            ck_compaction_free(ca);
+            ck_compaction_free(cb);
+            ck_history_free(p);
+            break;
+        }
+        INT_EQ(ck_compaction_tier(cb), ck_compaction_tier(ca));
+        INT_EQ(ck_compaction_tokens_after(cb), ck_compaction_tokens_after(ca));
+        OK((ck_compaction_record(cb, NULL) == NULL) == (ck_compaction_record(ca, NULL) == NULL));
+        OK(same_view(ck_compaction_view(ca), ck_compaction_view(cb), first, twin));
+        ck_compaction_free(ca);
+        ck_compaction_free(cb);
+        ck_history_free(p);
+    }
+    OK(declined > 0); /* every call above tier none */
+    ck_compactor_free(a);
+    ck_compactor_free(b);
+    ck_history_free(h);
+}
+
+TEST(quiet_calls_are_the_full_calls) {
+    long answered = 0;
+    OK(h_each_corpus("quiet_calls_are_the_full_calls", quiet_twin_file, &answered) != 0);
+    OK(answered > 0);
+    /* A result the repair drops would be stored: the quiet call declines. */
+    const char *j = "[{\"role\":\"user\",\"content\":\"task\"},"
+                    "{\"role\":\"tool\",\"tool_call_id\":\"ghost\",\"content\":\"orphan\"},"
+                    "{\"role\":\"user\",\"content\":\"go on\"}]";
+    ck_error err;
+    ck_history *h = ck_json_read(j, strlen(j), &err);
+    ck_compactor *k = compactor(100000, "quiet-orphan");
+    ck_compaction *c = NULL;
+    for (int round = 0; round < 2; round++) {
+        INT_EQ(ck_compactor_compact_quiet(k, h, 0, &c, &err), CK_OK);
+        OK(c == NULL);
+        INT_EQ(ck_compactor_compact(k, h, 0, NULL, NULL, &c, &err), CK_OK);
+        ck_compaction_free(c);
+        c = NULL;
+    }
+    INT_EQ(ck_compactor_compact_quiet(k, h, 0, NULL, &err), CK_EINVAL);
+    ck_compactor_free(k);
+    ck_history_free(h);
+}
+
 TEST(allocation_failures) {
     char *j = session_json(30, 3, 5000);
     ck_error err;
@@ -703,5 +820,6 @@ HARNESS_MAIN(setup(); RUN(options_are_checked) RUN(none_tier_is_identity)
                      RUN(emergency_lists_failures_of_offloaded_outputs)
                          RUN(written_back_view_is_recognized) RUN(session_resumes_from_the_log)
                              RUN(broken_pairs_are_repaired_in_views)
-                                 RUN(corpus_replay_invariants) RUN(allocation_failures)
+                                 RUN(corpus_replay_invariants) RUN(quiet_calls_are_the_full_calls)
+                                     RUN(allocation_failures)
                                      teardown())

@@ -99,6 +99,59 @@ describe('the event loop during compact()', () => {
   });
 });
 
+describe('the common call', () => {
+  // The addon's work items on the libuv pool are async resources of this type.
+  const poolWork = (fn) => {
+    let made = 0;
+    const hook = require('node:async_hooks').createHook({
+      init(id, type) {
+        if (type === 'ctxkeel.Compactor') made++;
+      },
+    }).enable();
+    return Promise.resolve(fn()).then((value) => ({ value, made }),
+      (err) => ({ err, made })).finally(() => hook.disable());
+  };
+
+  it('is decided on the loop; a compaction goes to the pool', async () => {
+    const history = s.syntheticHistory(200, 3, { bigEvery: 4 });
+    const total = ctxkeel.estimateTokens(history);
+    const store = s.tmpStore();
+    const kept = new Compactor({ contextWindow: total * 10, storeDir: store, sessionId: 'q' });
+    const first = await poolWork(() => kept.compact(history));
+    assert.equal(first.value.tier, 'none');
+    // Tier none, nothing to store, no record: no work item at all, for compact() and for the
+    // append-only session's view() alike, and the result is the one a fresh compactor gives.
+    for (let i = 0; i < 3; i++) {
+      const again = await poolWork(() => kept.compact(history));
+      assert.equal(again.made, 0);
+      assert.equal(again.value.tier, 'none');
+      assert.equal(again.value.record, null);
+      assert.deepEqual(again.value.messages, first.value.messages);
+    }
+    const session = new Compactor({ contextWindow: total * 10, storeDir: store,
+      sessionId: 'q-session' });
+    for (const m of history) session.append(m);
+    await session.view();
+    const viewed = await poolWork(() => session.view());
+    assert.equal(viewed.made, 0);
+    assert.deepEqual(viewed.value.messages, history);
+    // A compaction at the full tier writes the store: the pool does it.
+    const tight = new Compactor({ contextWindow: Math.ceil(total / 0.85), storeDir: store,
+      sessionId: 'q-full' });
+    const full = await poolWork(() => tight.compact(history));
+    assert.equal(full.value.tier, 'full');
+    assert.ok(full.made >= 1);
+    // So does a call whose repair stores a dropped result (an orphan), every time.
+    const orphaned = history.concat([h.tool('call_nobody', 'stray output')]);
+    for (let i = 0; i < 2; i++) {
+      const out = await poolWork(() => kept.compact(orphaned));
+      assert.ok(out.made >= 1);
+      assert.ok(out.value.repairs.some((r) => r.kind === 'orphan_dropped'));
+    }
+    for (const c of [kept, session, tight]) c.close();
+  });
+});
+
 /** Whether strace can trace a child here (a container may forbid ptrace). */
 function straceWorks() {
   try {
