@@ -1,7 +1,9 @@
 /* libFuzzer target: a whole compaction with a scripted summarizer. The first input byte picks
  * the window (as a fraction of the history's size) and the summarizer's behaviour; the rest is
  * a JSON message list in any dialect. Invariants: the view, written and read back, passes
- * check_pairs in that dialect, and is never larger. */
+ * check_pairs in that dialect, and is never larger; a quiet call after it (the common call,
+ * ck_compactor_compact_quiet) that answers is at tier none, with no record, and is what the
+ * full call gives. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +59,23 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         ck_history_free(mat);
         ck_free(json);
         ck_compaction_free(c);
+        /* The next call on the same history, quietly: when it answers, it is at tier none with
+         * no record, and the full call after it gives the same view. */
+        c = NULL;
+        rc = ck_compactor_compact_quiet(k, h, 0, &c, &err);
+        REQUIRE(rc == CK_OK || rc == CK_EOVERFLOW);
+        if (c) {
+            REQUIRE(ck_compaction_tier(c) == CK_TIER_NONE);
+            REQUIRE(ck_compaction_record(c, NULL) == NULL);
+            ck_compaction *again = NULL;
+            REQUIRE(ck_compactor_compact(k, h, 0, scripted, &mode, &again, &err) == CK_OK);
+            REQUIRE(ck_compaction_tier(again) == CK_TIER_NONE);
+            REQUIRE(ck_compaction_tokens_after(again) == ck_compaction_tokens_after(c));
+            REQUIRE(ck_view_count(ck_compaction_view(again)) ==
+                    ck_view_count(ck_compaction_view(c)));
+            ck_compaction_free(again);
+            ck_compaction_free(c);
+        }
     } else {
         /* A window the pinned messages cannot share with the smallest checkpoint is refused
          * (the bound holds; err.where says what they need), as is bad input. */
