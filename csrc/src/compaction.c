@@ -19,7 +19,6 @@
 #include "./extract.h"
 #include "./fmt.h"
 #include "./hash.h"
-#include "./idmap.h"
 #include "./offload.h"
 
 /* What compaction_begin() gives back with `quiet` where it would store something (a positive
@@ -1120,14 +1119,6 @@ static int compaction_repair(ck_compaction *c, ck_error *err) {
         ck__free(acts);
         return rc;
     }
-    for (size_t j = 0; j < n && c->quiet; j++) {
-        ck_repair_kind k = acts[j].kind;
-        if (k == CK_REPAIR_ORPHAN_DROPPED || k == CK_REPAIR_DUPLICATE_DROPPED ||
-            k == CK_REPAIR_MISPLACED_DROPPED) {
-            ck__free(acts);
-            return CK__WOULD_STORE;
-        }
-    }
     unsigned char *keep = ck__calloc(h->n_parts ? h->n_parts : 1, 1);
     if (!keep) rc = CK_ENOMEM;
     for (size_t j = 0; j < n && !rc; j++) {
@@ -1135,6 +1126,10 @@ static int compaction_repair(ck_compaction *c, ck_error *err) {
         if (k != CK_REPAIR_ORPHAN_DROPPED && k != CK_REPAIR_DUPLICATE_DROPPED &&
             k != CK_REPAIR_MISPLACED_DROPPED)
             continue;
+        if (c->quiet) {
+            rc = CK__WOULD_STORE; /* every step below is skipped, and begin gives up */
+            break;
+        }
         const ck_part *p = &h->parts[acts[j].part];
         char *ref = NULL, *path = NULL;
         ck_error werr;
@@ -1197,14 +1192,13 @@ static int compaction_mark_open_calls(ck_compaction *c) {
     for (size_t g = 0; g < h->n_parts; g++) n_calls += h->parts[g].kind == CK_PART_TOOL_CALL;
     if (!n_calls) return CK_OK;
     /* Per id number (see ck_history), the message of the newest call with that id. */
-    size_t *calls = ck__malloc((h->n_ids ? h->n_ids : 1) * sizeof *calls);
+    size_t *calls = ck__id_index(h);
     int64_t *open = ck__calloc(n + 1, sizeof *open); /* +1 after a call, -1 past its result */
     if (!open || !calls) {
         ck__free(open);
         ck__free(calls);
         return CK_ENOMEM;
     }
-    memset(calls, 0xff, (h->n_ids ? h->n_ids : 1) * sizeof *calls); /* SIZE_MAX: none yet */
     for (size_t i = 0; i < n; i++) {
         const ck_part *parts = ck__msg_parts(h, i);
         for (size_t k = 0; k < h->msgs[i].n_parts; k++) {

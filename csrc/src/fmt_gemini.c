@@ -95,7 +95,6 @@ static int gemini_made_id(ck__rd *rd, ck_part *p, size_t k, size_t msg) {
     return CK_OK;
 }
 
-
 /* After the ids of message `me` were set (its parts were added first): its hashes and id
  * numbers again; the first failure of `rc` and that. */
 static int ids_set(ck__rd *rd, size_t me, int rc) {

@@ -199,6 +199,13 @@ static int id_number(ck_history *h, size_t g) {
     return CK_OK;
 }
 
+size_t *ck__id_index(const ck_history *h) {
+    size_t n = h->n_ids ? h->n_ids : 1;
+    size_t *index = ck__malloc(n * sizeof *index);
+    if (index) memset(index, 0xff, n * sizeof *index);
+    return index;
+}
+
 int ck__history_rehash(ck_history *h, size_t i) {
     ck__msg *m = &h->msgs[i];
     const ck_part *parts = ck__msg_parts(h, i);

@@ -70,14 +70,10 @@ static size_t find(const ck__idmap *m, const char *key, size_t len, uint64_t has
     return j;
 }
 
-size_t ck__idmap_get_hashed(const ck__idmap *m, const char *key, size_t len, uint64_t hash) {
-    if (!m->cap) return SIZE_MAX;
-    size_t j = find(m, key, len, hash);
-    return m->slots[j].key ? m->slots[j].value : SIZE_MAX;
-}
-
 size_t ck__idmap_get(const ck__idmap *m, const char *key, size_t len) {
-    return ck__idmap_get_hashed(m, key, len, ck__hash_bytes(key, len));
+    if (!m->cap) return SIZE_MAX;
+    size_t j = find(m, key, len, ck__hash_bytes(key, len));
+    return m->slots[j].key ? m->slots[j].value : SIZE_MAX;
 }
 
 /* Finds or claims the slot of `key` (growing the table first when a new key would pass 70%).
@@ -104,15 +100,10 @@ int ck__idmap_put(ck__idmap *m, const char *key, size_t len, size_t value) {
     return added;
 }
 
-int ck__idmap_set_hashed(ck__idmap *m, const char *key, size_t len, uint64_t hash,
-                         size_t value) {
+int ck__idmap_set(ck__idmap *m, const char *key, size_t len, size_t value) {
     int added;
-    size_t j = claim(m, key, len, hash, &added);
+    size_t j = claim(m, key, len, ck__hash_bytes(key, len), &added);
     if (j == SIZE_MAX) return -1;
     m->slots[j].value = value;
     return added;
-}
-
-int ck__idmap_set(ck__idmap *m, const char *key, size_t len, size_t value) {
-    return ck__idmap_set_hashed(m, key, len, ck__hash_bytes(key, len), value);
 }

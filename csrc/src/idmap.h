@@ -37,10 +37,4 @@ int ck__idmap_put(ck__idmap *m, const char *key, size_t len, size_t value);
  * it must remain valid). Returns 1 when inserted, 0 when replaced, -1 when out of memory. */
 int ck__idmap_set(ck__idmap *m, const char *key, size_t len, size_t value);
 
-/* ck__idmap_get() and ck__idmap_set() of a key whose ck__hash_bytes() the caller has (a
- * history keeps its parts' id hashes). */
-size_t ck__idmap_get_hashed(const ck__idmap *m, const char *key, size_t len, uint64_t hash);
-int ck__idmap_set_hashed(ck__idmap *m, const char *key, size_t len, uint64_t hash,
-                         size_t value);
-
 #endif

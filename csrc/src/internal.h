@@ -57,9 +57,9 @@ struct ck_history {
     /* Per part, the number of its id among the distinct ids of the history (0: no id), set
      * as the part is added (and by ck__history_rehash()), so that pairing, which matches
      * every id at every call, compares numbers: an id's bytes are hashed and compared once,
-     * when its part is read. Numbers run from 1 below `n_ids` and are never reused while
-     * the history lives (a number is not renumbered either, except when the table is
-     * rebuilt: see history.c), so an array of n_ids entries maps every id. */
+     * when its part is read. Numbers run from 1 below `n_ids`, so an array of n_ids entries
+     * (ck__id_index()) maps every id; a number given out goes to no other id until the table
+     * is rebuilt, which numbers the live ids again (see history.c). */
     uint32_t *id_num;
     size_t cap_id_num;
     ck__id_slot *id_slots; /* the table from an id to its number (history.c) */
@@ -146,6 +146,9 @@ static inline uint64_t ck__message_hash(const ck_history *h, size_t i) { return 
 /* Computes message i's hashes and id numbers again, after a reader changed one of its parts
  * in place (an id that was empty set, a part removed). Returns CK_OK or CK_ENOMEM. */
 int ck__history_rehash(ck_history *h, size_t i);
+/* A new array with one entry per id number of `h`, every one SIZE_MAX (none yet), for a pass
+ * that keeps something per id; NULL when out of memory. Release it with ck__free(). */
+size_t *ck__id_index(const ck_history *h);
 /* Adds message i of `src` to `h` as it is, in role and parts (the strings borrowed), with
  * `flags`: its hashes are taken from `src`, not made again from its bytes. Returns CK_OK,
  * CK_ENOMEM or CK_ETOOBIG. */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "./alloc.h"
-#include "./idmap.h"
 #include "./buf.h"
 #include "./fmt.h"
 #include "./internal.h"
@@ -223,12 +222,11 @@ static int analyse(analysis *a, const ck_history *h, ck_format requested, ck_err
     a->chain = ck__malloc(n * sizeof *a->chain);
     a->part_msg = ck__malloc(n * sizeof *a->part_msg);
     /* Per id number (see ck_history), the newest call with that id so far. */
-    size_t *calls = ck__malloc((h->n_ids ? h->n_ids : 1) * sizeof *calls);
+    size_t *calls = ck__id_index(h);
     if (!a->verdict || !a->why || !a->answer || !a->chain || !a->part_msg || !calls) {
         ck__free(calls);
         return ck__fail(err, CK_ENOMEM, NULL, CK_NONE, NULL);
     }
-    memset(calls, 0xff, (h->n_ids ? h->n_ids : 1) * sizeof *calls); /* SIZE_MAX: none yet */
     ck_role result_role = a->fmt->result_role;
     int unique_in_request = (a->fmt->pairing & CK__PAIR_IDS_UNIQUE) != 0;
     size_t *pending = NULL, n_pending = 0, cap_pending = 0;

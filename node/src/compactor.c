@@ -1097,10 +1097,10 @@ static napi_value op_queue(napi_env env, compactor_op *tmpl, napi_value this_arg
 
 /*
  * Whether an op runs on a worker: every op with a backend; without one, a search, a begin
- * (but the common one, begin_quietly()), and a finish that still has the core's part to do (the store writes of a compaction, its
- * extractive summary, the session update). A finish whose compaction was completed in begin
- * (no summarizer) only builds the view, which reads JS values: one hop to the pool and back
- * would only add its latency then.
+ * (but the common one, begin_quietly()), and a finish that still has the core's part to do
+ * (the store writes of a compaction, its extractive summary, the session update). A finish
+ * whose compaction was completed in begin (no summarizer) only builds the view, which reads JS
+ * values: one hop to the pool and back would only add its latency then.
  */
 static int op_threaded(const compactor_op *op, int backend) {
     if (backend) return 1;
